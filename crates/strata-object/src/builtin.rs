@@ -1,0 +1,154 @@
+//! The built-in resource types: ServiceAccount and Namespace (core/v1).
+//!
+//! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json`.
+//! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
+//! registry's strategies, not here.
+
+use serde_json::{Map, Value};
+
+use crate::resource::{GroupVersionKind, NameRule, ResourceType, Scope, SubResource, Verb};
+
+const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
+
+/// Every component schema of the built-in types, keyed by component name.
+pub fn schema_catalog() -> Map<String, Value> {
+    match serde_json::from_str(CORE_V1_SCHEMAS) {
+        Ok(Value::Object(m)) => m,
+        // The file is compiled in and checked by a unit test below.
+        _ => Map::new(),
+    }
+}
+
+/// The components reachable from `root` through `$ref`s, `root` included.
+pub fn closure(catalog: &Map<String, Value>, root: &str) -> Map<String, Value> {
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    if k == "$ref" {
+                        if let Some(r) = v.as_str().and_then(|s| s.rsplit('/').next()) {
+                            out.push(r.to_string());
+                        }
+                    } else {
+                        refs(v, out);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut result = Map::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(name) = todo.pop() {
+        if result.contains_key(&name) {
+            continue;
+        }
+        if let Some(schema) = catalog.get(&name) {
+            refs(schema, &mut todo);
+            result.insert(name, schema.clone());
+        }
+    }
+    result
+}
+
+fn core_v1(kind: &str, resource: &str, singular: &str, scope: Scope) -> ResourceType {
+    let catalog = schema_catalog();
+    let schema_name = format!("io.k8s.api.core.v1.{kind}");
+    let mut definitions = closure(&catalog, &schema_name);
+    // The list kind and the shared meta kinds go into the same OpenAPI document.
+    for extra in [
+        format!("io.k8s.api.core.v1.{kind}List"),
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
+        "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions".into(),
+    ] {
+        for (k, v) in closure(&catalog, &extra) {
+            definitions.insert(k, v);
+        }
+    }
+    ResourceType {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        list_kind: format!("{kind}List"),
+        resource: resource.into(),
+        singular: singular.into(),
+        scope,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        verbs: Vec::new(),
+        subresources: Vec::new(),
+        name_rule: NameRule::Dns1123Subdomain,
+        supports_table: true,
+        supports_strategic_merge: true,
+        schema_name,
+        definitions,
+    }
+}
+
+/// `serviceaccounts` (core/v1 ServiceAccount, namespaced, short name `sa`).
+pub fn service_account() -> ResourceType {
+    let mut t = core_v1(
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+        Scope::Namespaced,
+    );
+    t.short_names = vec!["sa".into()];
+    t.verbs = Verb::ALL.to_vec();
+    t.subresources = vec![SubResource {
+        name: "token".into(),
+        kind: GroupVersionKind::new("authentication.k8s.io", "v1", "TokenRequest"),
+        verbs: vec![Verb::Create],
+    }];
+    t
+}
+
+/// `namespaces` (core/v1 Namespace, cluster-scoped, short name `ns`).
+pub fn namespace() -> ResourceType {
+    let mut t = core_v1("Namespace", "namespaces", "namespace", Scope::Cluster);
+    t.short_names = vec!["ns".into()];
+    t.verbs = Verb::ALL
+        .into_iter()
+        .filter(|v| *v != Verb::DeleteCollection)
+        .collect();
+    t.name_rule = NameRule::Dns1123Label;
+    let ns = GroupVersionKind::new("", "v1", "Namespace");
+    t.subresources = vec![
+        SubResource {
+            name: "finalize".into(),
+            kind: ns.clone(),
+            verbs: vec![Verb::Update],
+        },
+        SubResource {
+            name: "status".into(),
+            kind: ns,
+            verbs: vec![Verb::Get, Verb::Patch, Verb::Update],
+        },
+    ];
+    t
+}
+
+/// All built-in types, in discovery order.
+pub fn all() -> Vec<ResourceType> {
+    vec![namespace(), service_account()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_parses_and_refs_resolve() {
+        let catalog = schema_catalog();
+        assert!(catalog.len() > 10);
+        for t in all() {
+            assert!(t.schema().is_some(), "{}", t.kind);
+            let text = serde_json::to_string(&t.definitions).unwrap();
+            for part in text.split("#/components/schemas/").skip(1) {
+                let name = part.split('"').next().unwrap();
+                assert!(t.definitions.contains_key(name), "{} misses {name}", t.kind);
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! `Object`: a resource instance as a JSON value tree, with typed access to its metadata.
+//!
+//! The generic request path never needs a Rust struct per kind: it reads and writes metadata
+//! through these accessors and leaves every other field to the schema-driven code.
+
+use serde_json::{Map, Value};
+
+/// Why a value tree is not an object.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ObjectError {
+    #[error("the object must be a JSON object, got {0}")]
+    NotAnObject(&'static str),
+    #[error("{field} must be {expected}")]
+    WrongType {
+        field: String,
+        expected: &'static str,
+    },
+}
+
+/// A Kubernetes-style object: `kind`, `apiVersion`, `metadata` and kind-specific fields.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Object(Map<String, Value>);
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+impl Object {
+    /// Wraps a value tree, checking that it is an object and that `metadata` (if present) is one
+    /// and holds strings where strings belong.
+    pub fn from_value(v: Value) -> Result<Self, ObjectError> {
+        let Value::Object(map) = v else {
+            return Err(ObjectError::NotAnObject(type_name(&v)));
+        };
+        let obj = Self(map);
+        obj.check_shape()?;
+        Ok(obj)
+    }
+
+    fn check_shape(&self) -> Result<(), ObjectError> {
+        for key in ["kind", "apiVersion"] {
+            match self.0.get(key) {
+                None | Some(Value::String(_)) | Some(Value::Null) => {}
+                Some(_) => {
+                    return Err(ObjectError::WrongType {
+                        field: key.into(),
+                        expected: "a string",
+                    })
+                }
+            }
+        }
+        let meta = match self.0.get("metadata") {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                return Err(ObjectError::WrongType {
+                    field: "metadata".into(),
+                    expected: "an object",
+                })
+            }
+        };
+        for key in [
+            "name",
+            "generateName",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+        ] {
+            match meta.get(key) {
+                None | Some(Value::String(_)) | Some(Value::Null) => {}
+                Some(_) => {
+                    return Err(ObjectError::WrongType {
+                        field: format!("metadata.{key}"),
+                        expected: "a string",
+                    })
+                }
+            }
+        }
+        for key in ["labels", "annotations"] {
+            match meta.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(m)) if m.values().all(|v| v.is_string()) => {}
+                Some(_) => {
+                    return Err(ObjectError::WrongType {
+                        field: format!("metadata.{key}"),
+                        expected: "a map of strings",
+                    })
+                }
+            }
+        }
+        match meta.get("finalizers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.iter().all(|v| v.is_string()) => {}
+            Some(_) => {
+                return Err(ObjectError::WrongType {
+                    field: "metadata.finalizers".into(),
+                    expected: "an array of strings",
+                })
+            }
+        }
+        Ok(())
+    }
+
+    pub fn into_value(self) -> Value {
+        Value::Object(self.0)
+    }
+
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.0
+    }
+
+    pub fn as_map_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.0
+    }
+
+    fn str_field(&self, key: &str) -> &str {
+        self.0.get(key).and_then(Value::as_str).unwrap_or("")
+    }
+
+    pub fn kind(&self) -> &str {
+        self.str_field("kind")
+    }
+
+    pub fn api_version(&self) -> &str {
+        self.str_field("apiVersion")
+    }
+
+    /// Sets `kind` and `apiVersion`, keeping them first in the serialized output.
+    pub fn set_type_meta(&mut self, api_version: &str, kind: &str) {
+        let rest = std::mem::take(&mut self.0);
+        self.0.insert("kind".into(), Value::String(kind.into()));
+        self.0
+            .insert("apiVersion".into(), Value::String(api_version.into()));
+        for (k, v) in rest {
+            if k != "kind" && k != "apiVersion" {
+                self.0.insert(k, v);
+            }
+        }
+    }
+
+    pub fn metadata(&self) -> Option<&Map<String, Value>> {
+        self.0.get("metadata").and_then(Value::as_object)
+    }
+
+    /// The metadata map, created (and placed after the type fields) when absent or null.
+    pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        if !matches!(self.0.get("metadata"), Some(Value::Object(_))) {
+            self.0.insert("metadata".into(), Value::Object(Map::new()));
+        }
+        match self.0.get_mut("metadata") {
+            Some(Value::Object(m)) => m,
+            // The branch above guarantees an object is present.
+            _ => unreachable!("metadata was just inserted as an object"),
+        }
+    }
+
+    fn meta_str(&self, key: &str) -> &str {
+        self.metadata()
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// Sets a metadata string; an empty value removes the key.
+    fn set_meta_str(&mut self, key: &str, value: &str) {
+        let m = self.metadata_mut();
+        if value.is_empty() {
+            m.remove(key);
+        } else {
+            m.insert(key.into(), Value::String(value.into()));
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.meta_str("name")
+    }
+    pub fn set_name(&mut self, v: &str) {
+        self.set_meta_str("name", v)
+    }
+    pub fn generate_name(&self) -> &str {
+        self.meta_str("generateName")
+    }
+    pub fn namespace(&self) -> &str {
+        self.meta_str("namespace")
+    }
+    pub fn set_namespace(&mut self, v: &str) {
+        self.set_meta_str("namespace", v)
+    }
+    pub fn uid(&self) -> &str {
+        self.meta_str("uid")
+    }
+    pub fn set_uid(&mut self, v: &str) {
+        self.set_meta_str("uid", v)
+    }
+    pub fn resource_version(&self) -> &str {
+        self.meta_str("resourceVersion")
+    }
+    pub fn set_resource_version(&mut self, v: &str) {
+        self.set_meta_str("resourceVersion", v)
+    }
+    pub fn creation_timestamp(&self) -> &str {
+        self.meta_str("creationTimestamp")
+    }
+    pub fn set_creation_timestamp(&mut self, v: &str) {
+        self.set_meta_str("creationTimestamp", v)
+    }
+    pub fn deletion_timestamp(&self) -> &str {
+        self.meta_str("deletionTimestamp")
+    }
+
+    /// A metadata field as stored (any JSON value).
+    pub fn meta_value(&self, key: &str) -> Option<&Value> {
+        self.metadata().and_then(|m| m.get(key))
+    }
+
+    /// Sets or (with `None`) removes a metadata field.
+    pub fn set_meta_value(&mut self, key: &str, value: Option<Value>) {
+        let m = self.metadata_mut();
+        match value {
+            Some(v) => {
+                m.insert(key.into(), v);
+            }
+            None => {
+                m.remove(key);
+            }
+        }
+    }
+
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.meta_value("labels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))))
+    }
+
+    pub fn finalizers(&self) -> Vec<&str> {
+        self.meta_value("finalizers")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// Removes metadata fields that are null or empty collections, as Go's `omitempty` would.
+    pub fn drop_empty_metadata(&mut self) {
+        let m = self.metadata_mut();
+        m.retain(|_, v| match v {
+            Value::Null => false,
+            Value::Object(o) => !o.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::String(s) => !s.is_empty(),
+            _ => true,
+        });
+    }
+}
+
+impl From<Object> for Value {
+    fn from(o: Object) -> Value {
+        o.into_value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accessors_and_type_meta_order() {
+        let mut o = Object::from_value(json!({"metadata": {"name": "a"}, "secrets": []})).unwrap();
+        o.set_type_meta("v1", "ServiceAccount");
+        let keys: Vec<_> = o.as_map().keys().cloned().collect();
+        assert_eq!(keys, ["kind", "apiVersion", "metadata", "secrets"]);
+        assert_eq!(o.name(), "a");
+        o.set_namespace("ns");
+        assert_eq!(o.namespace(), "ns");
+    }
+
+    #[test]
+    fn rejects_non_objects_and_bad_metadata() {
+        assert!(Object::from_value(json!([1])).is_err());
+        assert!(Object::from_value(json!({"metadata": {"name": 3}})).is_err());
+        assert!(Object::from_value(json!({"metadata": {"labels": {"a": 1}}})).is_err());
+    }
+}

@@ -1,0 +1,195 @@
+//! Resource-type descriptors: everything routing, discovery, OpenAPI and the generic registry
+//! need to know about a kind, as data.
+
+use serde_json::{Map, Value};
+
+/// Whether objects live in a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+/// The API verbs of spec §1 that discovery advertises and authorization checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    Create,
+    Delete,
+    DeleteCollection,
+    Get,
+    List,
+    Patch,
+    Update,
+    Watch,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Delete => "delete",
+            Self::DeleteCollection => "deletecollection",
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Patch => "patch",
+            Self::Update => "update",
+            Self::Watch => "watch",
+        }
+    }
+
+    pub const ALL: [Verb; 8] = [
+        Verb::Create,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Get,
+        Verb::List,
+        Verb::Patch,
+        Verb::Update,
+        Verb::Watch,
+    ];
+}
+
+/// Group, version and kind.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct GroupVersionKind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+impl GroupVersionKind {
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// `v1` for the core group, `<group>/<version>` otherwise.
+    pub fn api_version(&self) -> String {
+        api_version(&self.group, &self.version)
+    }
+}
+
+/// `v1` for the core group, `<group>/<version>` otherwise.
+pub fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// A sub-resource below an object (`serviceaccounts/token`, `namespaces/status`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubResource {
+    pub name: String,
+    /// The kind served and accepted, which may belong to another group.
+    pub kind: GroupVersionKind,
+    pub verbs: Vec<Verb>,
+}
+
+/// Which rule names of this type must follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    /// DNS-1123 subdomain, at most 253 characters (most kinds).
+    Dns1123Subdomain,
+    /// DNS-1123 label, at most 63 characters (namespaces).
+    Dns1123Label,
+}
+
+/// The one description of a resource type that every layer reads.
+#[derive(Clone, Debug)]
+pub struct ResourceType {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub list_kind: String,
+    /// The plural name used in URLs.
+    pub resource: String,
+    pub singular: String,
+    pub scope: Scope,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub verbs: Vec<Verb>,
+    pub subresources: Vec<SubResource>,
+    pub name_rule: NameRule,
+    /// Whether the type has the default Table conversion (custom resources may not).
+    pub supports_table: bool,
+    /// Whether strategic merge patch is allowed (built-in types only).
+    pub supports_strategic_merge: bool,
+    /// The OpenAPI component name of the kind's schema, e.g. `io.k8s.api.core.v1.ServiceAccount`.
+    pub schema_name: String,
+    /// The OpenAPI component schemas the kind's schema needs, keyed by component name; `$ref`s
+    /// point at `#/components/schemas/<name>`.
+    pub definitions: Map<String, Value>,
+}
+
+impl ResourceType {
+    pub fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::new(&self.group, &self.version, &self.kind)
+    }
+
+    pub fn api_version(&self) -> String {
+        api_version(&self.group, &self.version)
+    }
+
+    pub fn namespaced(&self) -> bool {
+        self.scope == Scope::Namespaced
+    }
+
+    pub fn has_verb(&self, verb: Verb) -> bool {
+        self.verbs.contains(&verb)
+    }
+
+    pub fn subresource(&self, name: &str) -> Option<&SubResource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    /// The root schema of the kind.
+    pub fn schema(&self) -> Option<&Value> {
+        self.definitions.get(&self.schema_name)
+    }
+
+    /// The storage key prefix for objects of this type (ends with `/`).
+    pub fn key_prefix(&self) -> String {
+        if self.group.is_empty() {
+            format!("/registry/{}/", self.resource)
+        } else {
+            format!("/registry/{}/{}/", self.group, self.resource)
+        }
+    }
+
+    /// The storage key of one object.
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        match self.scope {
+            Scope::Namespaced => format!("{}{namespace}/{name}", self.key_prefix()),
+            Scope::Cluster => format!("{}{name}", self.key_prefix()),
+        }
+    }
+
+    /// The key prefix of one namespace's objects (or of all objects when `namespace` is empty).
+    pub fn collection_prefix(&self, namespace: &str) -> String {
+        if namespace.is_empty() || self.scope == Scope::Cluster {
+            self.key_prefix()
+        } else {
+            format!("{}{namespace}/", self.key_prefix())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin;
+
+    #[test]
+    fn keys_follow_scope() {
+        let sa = builtin::service_account();
+        assert_eq!(sa.key("default", "x"), "/registry/serviceaccounts/default/x");
+        assert_eq!(sa.collection_prefix(""), "/registry/serviceaccounts/");
+        let ns = builtin::namespace();
+        assert_eq!(ns.key("", "x"), "/registry/namespaces/x");
+        assert_eq!(ns.collection_prefix("ignored"), "/registry/namespaces/");
+    }
+}

@@ -1,0 +1,431 @@
+//! `Status`: the body of every error response and of some success responses.
+//!
+//! Constructors follow the reasons, codes and message formats of the Kubernetes API server, so
+//! clients that branch on `reason` and `code` behave the same against Strata. Turning a storage or
+//! decoding failure into a `Status` is not done here but in `strata-registry`, once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::field::FieldError;
+
+/// Why a request failed, as carried in `Status.reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusReason {
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    MethodNotAllowed,
+    NotAcceptable,
+    UnsupportedMediaType,
+    RequestEntityTooLarge,
+    Gone,
+    Expired,
+    Timeout,
+    ServerTimeout,
+    TooManyRequests,
+    InternalError,
+    ServiceUnavailable,
+}
+
+impl StatusReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotFound => "NotFound",
+            Self::AlreadyExists => "AlreadyExists",
+            Self::Conflict => "Conflict",
+            Self::Invalid => "Invalid",
+            Self::BadRequest => "BadRequest",
+            Self::Unauthorized => "Unauthorized",
+            Self::Forbidden => "Forbidden",
+            Self::MethodNotAllowed => "MethodNotAllowed",
+            Self::NotAcceptable => "NotAcceptable",
+            Self::UnsupportedMediaType => "UnsupportedMediaType",
+            Self::RequestEntityTooLarge => "RequestEntityTooLarge",
+            Self::Gone => "Gone",
+            Self::Expired => "Expired",
+            Self::Timeout => "Timeout",
+            Self::ServerTimeout => "ServerTimeout",
+            Self::TooManyRequests => "TooManyRequests",
+            Self::InternalError => "InternalError",
+            Self::ServiceUnavailable => "ServiceUnavailable",
+        }
+    }
+
+    /// The HTTP status code that goes with this reason.
+    pub fn code(self) -> u16 {
+        match self {
+            Self::NotFound => 404,
+            Self::AlreadyExists | Self::Conflict => 409,
+            Self::Invalid => 422,
+            Self::BadRequest => 400,
+            Self::Unauthorized => 401,
+            Self::Forbidden => 403,
+            Self::MethodNotAllowed => 405,
+            Self::NotAcceptable => 406,
+            Self::UnsupportedMediaType => 415,
+            Self::RequestEntityTooLarge => 413,
+            Self::Gone | Self::Expired => 410,
+            Self::Timeout => 504,
+            Self::ServerTimeout | Self::InternalError => 500,
+            Self::TooManyRequests => 429,
+            Self::ServiceUnavailable => 503,
+        }
+    }
+}
+
+/// A `Status` object (`kind: Status`, `apiVersion: v1`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub kind: String,
+    pub api_version: String,
+    pub metadata: StatusListMeta,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub code: u16,
+}
+
+fn is_zero(v: &u16) -> bool {
+    *v == 0
+}
+
+/// The `metadata` of a Status: a ListMeta that in practice carries at most `continue`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusListMeta {
+    #[serde(default, rename = "continue", skip_serializing_if = "String::is_empty")]
+    pub continue_token: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDetails {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<StatusCause>,
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub retry_after_seconds: i32,
+}
+
+fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusCause {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field: String,
+}
+
+impl Status {
+    fn failure(reason: StatusReason, message: String, details: Option<StatusDetails>) -> Self {
+        Self {
+            kind: "Status".into(),
+            api_version: "v1".into(),
+            metadata: StatusListMeta::default(),
+            status: "Failure".into(),
+            message,
+            reason: reason.as_str().into(),
+            details,
+            code: reason.code(),
+        }
+    }
+
+    /// A success Status (as returned by deletecollection).
+    pub fn success(details: Option<StatusDetails>) -> Self {
+        Self {
+            kind: "Status".into(),
+            api_version: "v1".into(),
+            metadata: StatusListMeta::default(),
+            status: "Success".into(),
+            message: String::new(),
+            reason: String::new(),
+            details,
+            code: 200,
+        }
+    }
+
+    fn resource_details(group: &str, resource: &str, name: &str) -> Option<StatusDetails> {
+        Some(StatusDetails {
+            name: name.into(),
+            group: group.into(),
+            kind: resource.into(),
+            ..Default::default()
+        })
+    }
+
+    /// The `group.resource` text Kubernetes prints in messages (`serviceaccounts`, `roles.rbac...`).
+    fn qualified(group: &str, resource: &str) -> String {
+        if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        }
+    }
+
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        Self::failure(
+            StatusReason::NotFound,
+            format!("{} {name:?} not found", Self::qualified(group, resource)),
+            Self::resource_details(group, resource, name),
+        )
+    }
+
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        Self::failure(
+            StatusReason::AlreadyExists,
+            format!("{} {name:?} already exists", Self::qualified(group, resource)),
+            Self::resource_details(group, resource, name),
+        )
+    }
+
+    /// 409 Conflict: `Operation cannot be fulfilled on <resource> "<name>": <why>`.
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::failure(
+            StatusReason::Conflict,
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: {why}",
+                Self::qualified(group, resource)
+            ),
+            Self::resource_details(group, resource, name),
+        )
+    }
+
+    /// The optimistic-lock conflict of a stale `resourceVersion`.
+    pub fn stale_conflict(group: &str, resource: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 422 Invalid with one cause per field error; `kind` is the Kind, not the resource.
+    pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut texts: Vec<String> = Vec::new();
+        for e in errors {
+            let t = e.to_string();
+            if !texts.contains(&t) {
+                texts.push(t);
+            }
+        }
+        let message = match texts.len() {
+            0 => format!("{qualified} {name:?} is invalid"),
+            1 => format!("{qualified} {name:?} is invalid: {}", texts[0]),
+            _ => format!("{qualified} {name:?} is invalid: [{}]", texts.join(", ")),
+        };
+        let causes = errors
+            .iter()
+            .map(|e| StatusCause {
+                reason: e.kind.cause_type().into(),
+                message: e.body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        Self::failure(
+            StatusReason::Invalid,
+            message,
+            Some(StatusDetails {
+                name: name.into(),
+                group: group.into(),
+                kind: kind.into(),
+                causes,
+                ..Default::default()
+            }),
+        )
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::failure(StatusReason::BadRequest, message.into(), None)
+    }
+
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let subject = Self::qualified(group, resource);
+        let message = if name.is_empty() {
+            format!("{subject} is forbidden: {why}")
+        } else {
+            format!("{subject} {name:?} is forbidden: {why}")
+        };
+        Self::failure(
+            StatusReason::Forbidden,
+            message,
+            Self::resource_details(group, resource, name),
+        )
+    }
+
+    /// 405 from the router: the path exists but not with this method.
+    pub fn method_not_allowed() -> Self {
+        Self::failure(
+            StatusReason::MethodNotAllowed,
+            "the server does not allow this method on the requested resource".into(),
+            None,
+        )
+    }
+
+    /// 404 for a path under an API prefix that names nothing served.
+    pub fn path_not_found() -> Self {
+        Self::failure(
+            StatusReason::NotFound,
+            "the server could not find the requested resource".into(),
+            Some(StatusDetails::default()),
+        )
+    }
+
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::failure(
+            StatusReason::NotAcceptable,
+            format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
+            None,
+        )
+    }
+
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::failure(
+            StatusReason::UnsupportedMediaType,
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+            None,
+        )
+    }
+
+    pub fn too_large(limit: usize) -> Self {
+        Self::failure(
+            StatusReason::RequestEntityTooLarge,
+            format!("Request entity too large: limit is {limit}"),
+            None,
+        )
+    }
+
+    /// 410 with reason `Expired`, which is what clients test for.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::failure(StatusReason::Expired, message.into(), None)
+    }
+
+    /// 504 for a resource version the server has not reached.
+    pub fn too_large_resource_version(requested: u64, current: u64, retry_after: i32) -> Self {
+        Self::failure(
+            StatusReason::Timeout,
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+            Some(StatusDetails {
+                causes: vec![StatusCause {
+                    reason: "ResourceVersionTooLarge".into(),
+                    message: "Too large resource version".into(),
+                    field: String::new(),
+                }],
+                retry_after_seconds: retry_after,
+                ..Default::default()
+            }),
+        )
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        let message = message.to_string();
+        Self::failure(
+            StatusReason::InternalError,
+            format!("Internal error occurred: {message}"),
+            Some(StatusDetails {
+                causes: vec![StatusCause {
+                    message,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        )
+    }
+
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::failure(StatusReason::ServiceUnavailable, message.into(), None)
+    }
+
+    /// Sets `details.retryAfterSeconds`, which the HTTP layer mirrors into `Retry-After`.
+    pub fn with_retry_after(mut self, seconds: i32) -> Self {
+        self.details.get_or_insert_with(Default::default).retry_after_seconds = seconds;
+        self
+    }
+
+    /// The seconds a client should wait, when the Status says so.
+    pub fn retry_after(&self) -> Option<i32> {
+        self.details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .filter(|s| *s > 0)
+    }
+
+    /// Serializes to a JSON value tree.
+    pub fn to_value(&self) -> serde_json::Value {
+        // A Status holds only strings, numbers and vectors of them: serialization cannot fail.
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for Status {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::{FieldError, FieldErrorKind};
+
+    #[test]
+    fn not_found_matches_kubernetes_shape() {
+        let s = Status::not_found("", "serviceaccounts", "foo");
+        let v = s.to_value();
+        assert_eq!(v["message"], "serviceaccounts \"foo\" not found");
+        assert_eq!(v["code"], 404);
+        assert_eq!(v["metadata"], serde_json::json!({}));
+        assert_eq!(v["details"]["kind"], "serviceaccounts");
+        assert!(v["details"].get("group").is_none());
+    }
+
+    #[test]
+    fn invalid_aggregates_causes() {
+        let errs = vec![
+            FieldError::new(FieldErrorKind::Required, "metadata.name", None, ""),
+            FieldError::invalid_string("metadata.namespace", "X", "bad"),
+        ];
+        let s = Status::invalid("", "ServiceAccount", "", &errs);
+        assert_eq!(s.code, 422);
+        assert_eq!(
+            s.message,
+            "ServiceAccount \"\" is invalid: [metadata.name: Required value, metadata.namespace: Invalid value: \"X\": bad]"
+        );
+        assert_eq!(s.details.unwrap().causes[0].reason, "FieldValueRequired");
+    }
+}

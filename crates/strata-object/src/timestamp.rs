@@ -1,0 +1,34 @@
+//! Kubernetes `metav1.Time`: RFC 3339 in UTC with second precision.
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// The current time as Kubernetes writes `metav1.Time` (e.g. `2024-05-01T10:00:00Z`).
+pub fn now_rfc3339() -> String {
+    format_time(OffsetDateTime::now_utc())
+}
+
+/// Formats `t` in UTC, truncated to whole seconds.
+pub fn format_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC).replace_nanosecond(0).unwrap_or(t);
+    // Formatting a UTC time with whole seconds into RFC 3339 cannot fail.
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// Parses an RFC 3339 timestamp.
+pub fn parse_time(s: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(s, &Rfc3339).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_whole_seconds_in_utc() {
+        let s = now_rfc3339();
+        assert!(s.ends_with('Z'), "{s}");
+        assert_eq!(s.len(), "2024-05-01T10:00:00Z".len(), "{s}");
+        assert!(parse_time(&s).is_some());
+    }
+}

@@ -1,0 +1,174 @@
+//! The storage contract of Strata: a revisioned key-value store with multi-version reads.
+//!
+//! Every engine (the in-memory reference engine here, RocksDB, later etcd) implements [`Store`]
+//! and passes the shared suite in [`conformance`]. Engines store bytes under keys: they never
+//! decode objects.
+//!
+//! The model is etcd's: one global [`Revision`] counter that every successful write advances by
+//! exactly one; each key remembers the revision that created it and the one that last modified it;
+//! reads name a revision (or the latest); history older than the compaction point is gone.
+
+pub mod conformance;
+mod memory;
+mod revision;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+pub use memory::MemoryStore;
+pub use revision::Revision;
+
+/// One key's state at some revision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Bytes,
+    /// The revision of the write that created this incarnation of the key.
+    pub create_revision: Revision,
+    /// The revision of the last write to the key.
+    pub mod_revision: Revision,
+}
+
+/// One entry of the change feed, in revision order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A create (`prev` is `None`) or an update (`prev` is the state before it).
+    Put {
+        kv: KeyValue,
+        prev: Option<KeyValue>,
+    },
+    /// A deletion at `revision`; `prev` is the last state before it.
+    Delete { prev: KeyValue, revision: Revision },
+}
+
+impl Event {
+    /// The revision this event happened at.
+    pub fn revision(&self) -> Revision {
+        match self {
+            Event::Put { kv, .. } => kv.mod_revision,
+            Event::Delete { revision, .. } => *revision,
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        match self {
+            Event::Put { kv, .. } => &kv.key,
+            Event::Delete { prev, .. } => &prev.key,
+        }
+    }
+}
+
+/// A range read: keys starting with `prefix`, from `start` (inclusive) on, in key order.
+#[derive(Clone, Debug, Default)]
+pub struct RangeRequest {
+    pub prefix: String,
+    /// The first key to return; empty means the start of the prefix. Must start with `prefix`
+    /// when set.
+    pub start: String,
+    /// At most this many entries; 0 means no limit.
+    pub limit: usize,
+    /// Read at this revision; `None` reads the latest.
+    pub revision: Option<Revision>,
+}
+
+/// The answer to a [`RangeRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeResponse {
+    pub kvs: Vec<KeyValue>,
+    /// The revision the range was read at (the latest revision when none was asked for).
+    pub revision: Revision,
+    /// How many keys of the range at that revision follow the returned ones (0 when none).
+    pub remaining: u64,
+}
+
+/// What went wrong in storage. Engines map their own failures onto these kinds; the registry
+/// turns them into `Status` responses in one place.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("key {0:?} not found")]
+    NotFound(String),
+    #[error("key {0:?} already exists")]
+    Exists(String),
+    /// A compare-and-swap saw a different modification revision.
+    #[error("key {key:?} was modified: expected revision {expected}, found {actual}")]
+    Conflict {
+        key: String,
+        expected: Revision,
+        actual: Revision,
+    },
+    /// The requested revision is older than the compaction point.
+    #[error("revision {requested} has been compacted (oldest available {compacted})")]
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
+    /// The requested revision is newer than the latest.
+    #[error("revision {requested} is newer than the current revision {current}")]
+    FutureRevision {
+        requested: Revision,
+        current: Revision,
+    },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// Stored data could not be read back.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    /// The engine cannot serve right now (I/O failure, shutdown).
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A revisioned key-value store.
+///
+/// Writes are linearizable and durable when they return `Ok`: a crash after that never loses
+/// them. Every successful write advances the global revision by exactly one.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates `key` if it does not exist. Returns the new entry (create and mod revision equal).
+    /// Fails with `Exists` when the key is present.
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue>;
+
+    /// Replaces the value of `key` if its modification revision is `expected`.
+    /// Fails with `NotFound` when absent and `Conflict` when the revision differs.
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue>;
+
+    /// Deletes `key`, optionally only if its modification revision is `expected`.
+    /// Returns the last state before deletion and the revision of the deletion.
+    /// Fails with `NotFound` when absent and `Conflict` when the revision differs.
+    async fn delete(&self, key: &str, expected: Option<Revision>)
+        -> Result<(KeyValue, Revision)>;
+
+    /// Reads `key` at `revision` (latest when `None`). Returns the entry, if it existed then, and
+    /// the revision read at. Fails with `Compacted` / `FutureRevision` for revisions outside the
+    /// retained history.
+    async fn get(
+        &self,
+        key: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Option<KeyValue>, Revision)>;
+
+    /// Reads a key range at one revision. Same revision errors as [`Store::get`].
+    async fn range(&self, req: RangeRequest) -> Result<RangeResponse>;
+
+    /// The changes with revisions greater than `after`, in order, at most `limit` (0 = all).
+    /// Fails with `Compacted` when changes after `after` are no longer all retained, i.e. when
+    /// `after` is older than the compaction point.
+    async fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>>;
+
+    /// The latest revision (0 for an empty store that never had a write).
+    fn current_revision(&self) -> Revision;
+
+    /// The compaction point: reads at revisions below it fail with `Compacted`.
+    fn compacted_revision(&self) -> Revision;
+
+    /// Discards history older than `revision`: afterwards reads at revisions `< revision` fail
+    /// with `Compacted`, reads at `revision` or later still work. Compacting to a revision at or
+    /// below the current compaction point is a no-op; beyond the current revision is `Invalid`.
+    async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// A receiver that observes the latest revision; it changes after every write, so watchers
+    /// can wake and call [`Store::changes`].
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<Revision>;
+}

@@ -1,0 +1,302 @@
+//! `MemoryStore`: the in-memory reference engine. Simple over fast; it defines by example what
+//! the conformance suite expects, and backs unit tests that need no disk.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::{Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError};
+
+/// One version of a key: its state from `revision` on (`None` = deleted).
+#[derive(Clone, Debug)]
+struct Version {
+    revision: Revision,
+    kv: Option<KeyValue>,
+}
+
+#[derive(Default)]
+struct State {
+    current: Revision,
+    compacted: Revision,
+    history: BTreeMap<String, Vec<Version>>,
+    events: Vec<Event>,
+}
+
+impl State {
+    fn latest(&self, key: &str) -> Option<&KeyValue> {
+        self.history.get(key)?.last()?.kv.as_ref()
+    }
+
+    fn at(&self, key: &str, rev: Revision) -> Option<&KeyValue> {
+        let versions = self.history.get(key)?;
+        versions
+            .iter()
+            .rev()
+            .find(|v| v.revision <= rev)
+            .and_then(|v| v.kv.as_ref())
+    }
+
+    fn check_read(&self, rev: Revision) -> Result<()> {
+        if rev < self.compacted {
+            return Err(StoreError::Compacted {
+                requested: rev,
+                compacted: self.compacted,
+            });
+        }
+        if rev > self.current {
+            return Err(StoreError::FutureRevision {
+                requested: rev,
+                current: self.current,
+            });
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, key: &str, kv: Option<KeyValue>, event: Event) {
+        let revision = event.revision();
+        self.history
+            .entry(key.to_string())
+            .or_default()
+            .push(Version { revision, kv });
+        self.events.push(event);
+        self.current = revision;
+    }
+}
+
+/// An engine that keeps everything in memory. Not durable; for tests and as the reference.
+pub struct MemoryStore {
+    state: Mutex<State>,
+    notify: watch::Sender<Revision>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            notify: watch::channel(Revision::ZERO).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave State half-updated (each write is one
+        // push sequence), so a poisoned lock is still safe to use.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+        let kv = {
+            let mut s = self.lock();
+            if s.latest(key).is_some() {
+                return Err(StoreError::Exists(key.into()));
+            }
+            let rev = s.current.next();
+            let kv = KeyValue {
+                key: key.into(),
+                value,
+                create_revision: rev,
+                mod_revision: rev,
+            };
+            s.record(
+                key,
+                Some(kv.clone()),
+                Event::Put {
+                    kv: kv.clone(),
+                    prev: None,
+                },
+            );
+            kv
+        };
+        self.notify.send_replace(kv.mod_revision);
+        Ok(kv)
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue> {
+        let kv = {
+            let mut s = self.lock();
+            let prev = s
+                .latest(key)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound(key.into()))?;
+            if prev.mod_revision != expected {
+                return Err(StoreError::Conflict {
+                    key: key.into(),
+                    expected,
+                    actual: prev.mod_revision,
+                });
+            }
+            let rev = s.current.next();
+            let kv = KeyValue {
+                key: key.into(),
+                value,
+                create_revision: prev.create_revision,
+                mod_revision: rev,
+            };
+            s.record(
+                key,
+                Some(kv.clone()),
+                Event::Put {
+                    kv: kv.clone(),
+                    prev: Some(prev),
+                },
+            );
+            kv
+        };
+        self.notify.send_replace(kv.mod_revision);
+        Ok(kv)
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<(KeyValue, Revision)> {
+        let (prev, rev) = {
+            let mut s = self.lock();
+            let prev = s
+                .latest(key)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound(key.into()))?;
+            if let Some(expected) = expected {
+                if prev.mod_revision != expected {
+                    return Err(StoreError::Conflict {
+                        key: key.into(),
+                        expected,
+                        actual: prev.mod_revision,
+                    });
+                }
+            }
+            let rev = s.current.next();
+            s.record(
+                key,
+                None,
+                Event::Delete {
+                    prev: prev.clone(),
+                    revision: rev,
+                },
+            );
+            (prev, rev)
+        };
+        self.notify.send_replace(rev);
+        Ok((prev, rev))
+    }
+
+    async fn get(
+        &self,
+        key: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Option<KeyValue>, Revision)> {
+        let s = self.lock();
+        let rev = revision.unwrap_or(s.current);
+        s.check_read(rev)?;
+        Ok((s.at(key, rev).cloned(), rev))
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
+        let s = self.lock();
+        let rev = req.revision.unwrap_or(s.current);
+        s.check_read(rev)?;
+        let start = if req.start.is_empty() {
+            req.prefix.clone()
+        } else {
+            if !req.start.starts_with(&req.prefix) {
+                return Err(StoreError::Invalid(format!(
+                    "start key {:?} is outside prefix {:?}",
+                    req.start, req.prefix
+                )));
+            }
+            req.start.clone()
+        };
+        let mut kvs = Vec::new();
+        let mut remaining = 0u64;
+        for (key, _) in s.history.range(start..) {
+            if !key.starts_with(&req.prefix) {
+                break;
+            }
+            if let Some(kv) = s.at(key, rev) {
+                if req.limit == 0 || kvs.len() < req.limit {
+                    kvs.push(kv.clone());
+                } else {
+                    remaining += 1;
+                }
+            }
+        }
+        Ok(RangeResponse {
+            kvs,
+            revision: rev,
+            remaining,
+        })
+    }
+
+    async fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+        let s = self.lock();
+        if after < s.compacted {
+            return Err(StoreError::Compacted {
+                requested: after,
+                compacted: s.compacted,
+            });
+        }
+        let start = s.events.partition_point(|e| e.revision() <= after);
+        let end = if limit == 0 {
+            s.events.len()
+        } else {
+            (start + limit).min(s.events.len())
+        };
+        Ok(s.events[start..end].to_vec())
+    }
+
+    fn current_revision(&self) -> Revision {
+        self.lock().current
+    }
+
+    fn compacted_revision(&self) -> Revision {
+        self.lock().compacted
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        let mut s = self.lock();
+        if revision > s.current {
+            return Err(StoreError::Invalid(format!(
+                "cannot compact to {revision}, beyond the current revision {}",
+                s.current
+            )));
+        }
+        if revision <= s.compacted {
+            return Ok(());
+        }
+        s.compacted = revision;
+        // Keep, per key, the newest version at or below the compaction point and everything
+        // after it; drop keys whose state at that point is deletion and that have nothing newer.
+        s.history.retain(|_, versions| {
+            let keep_from = versions
+                .iter()
+                .rposition(|v| v.revision <= revision)
+                .unwrap_or(0);
+            versions.drain(..keep_from);
+            !(versions.len() == 1 && versions[0].kv.is_none() && versions[0].revision <= revision)
+        });
+        let cut = s.events.partition_point(|e| e.revision() <= revision);
+        s.events.drain(..cut);
+        Ok(())
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Revision> {
+        self.notify.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    crate::store_conformance_tests!(crate::MemoryStore::new());
+}
