@@ -1,1 +1,9 @@
-//! placeholder
+//! Encodings of Strata objects and the media-type rules that choose them.
+//!
+//! This crate turns bytes into value trees and back, and parses `Accept` / `Content-Type`. It
+//! knows nothing of HTTP or storage.
+
+pub mod json;
+pub mod media;
+
+pub use media::{MediaRange, MediaType};

@@ -1,1 +1,151 @@
-//! placeholder
+//! The HTTP frontend of Strata: routes requests by the URI layout of spec §4.1, negotiates media
+//! types, calls the registry, and renders objects and `Status` errors.
+//!
+//! It does not decide REST semantics (that is `strata-registry`) nor turn storage errors into
+//! Status (also the registry); it only renders what it is given.
+
+mod discovery;
+mod handlers;
+mod negotiate;
+mod openapi;
+mod query;
+mod request;
+mod respond;
+mod table;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use strata_registry::Registry;
+use tokio::net::TcpListener;
+
+pub use request::RequestInfo;
+pub use respond::Body;
+
+/// The largest request body accepted (3 MiB, as Kubernetes).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Settings of the frontend.
+#[derive(Clone, Debug)]
+pub struct FrontendConfig {
+    /// The version reported at `/version`.
+    pub git_version: String,
+    /// Whether the server is ready to serve (`/readyz`).
+    pub max_body_bytes: usize,
+}
+
+impl Default for FrontendConfig {
+    fn default() -> Self {
+        Self {
+            git_version: "v1.31.0-strata".into(),
+            max_body_bytes: MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// Everything a request handler needs.
+pub struct Frontend {
+    pub registry: Arc<Registry>,
+    pub config: FrontendConfig,
+    openapi: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl std::fmt::Debug for Frontend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frontend").finish_non_exhaustive()
+    }
+}
+
+impl Frontend {
+    pub fn new(registry: Arc<Registry>, config: FrontendConfig) -> Self {
+        let openapi = openapi::documents(&registry);
+        Self {
+            registry,
+            config,
+            openapi,
+        }
+    }
+
+    /// Handles one request; never fails (errors are rendered as Status responses).
+    pub async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let mut resp = handlers::route(self, req).await;
+        let h = resp.headers_mut();
+        h.entry(header::CACHE_CONTROL)
+            .or_insert(HeaderValue::from_static("no-cache, private"));
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            h.insert("audit-id", v);
+        }
+        tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
+        resp
+    }
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then stops accepting and waits up
+/// to `drain` for requests in flight.
+pub async fn serve(
+    listener: TcpListener,
+    frontend: Arc<Frontend>,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let frontend = frontend.clone();
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let frontend = frontend.clone();
+                    async move { Ok::<_, Infallible>(frontend.handle(req).await) }
+                });
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn.into_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the drain period; closing");
+    }
+}
+
+/// Reads a request body up to `limit` bytes; `None` when it is larger.
+async fn read_body(body: Incoming, limit: usize) -> Result<Option<Bytes>, hyper::Error> {
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(body, limit);
+    match limited.collect().await {
+        Ok(c) => Ok(Some(c.to_bytes())),
+        Err(e) => match e.downcast::<hyper::Error>() {
+            Ok(h) => Err(*h),
+            Err(_) => Ok(None),
+        },
+    }
+}

@@ -7,7 +7,8 @@ const LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 fn is_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -16,7 +17,9 @@ fn is_label(s: &str) -> bool {
 pub fn dns1123_label_errors(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > DNS1123_LABEL_MAX {
-        errs.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
+        errs.push(format!(
+            "must be no more than {DNS1123_LABEL_MAX} characters"
+        ));
     }
     if !is_label(s) {
         errs.push(format!(

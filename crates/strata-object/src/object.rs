@@ -239,7 +239,10 @@ impl Object {
         self.meta_value("labels")
             .and_then(Value::as_object)
             .into_iter()
-            .flat_map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))))
+            .flat_map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+            })
     }
 
     pub fn finalizers(&self) -> Vec<&str> {

@@ -186,7 +186,10 @@ mod tests {
     #[test]
     fn keys_follow_scope() {
         let sa = builtin::service_account();
-        assert_eq!(sa.key("default", "x"), "/registry/serviceaccounts/default/x");
+        assert_eq!(
+            sa.key("default", "x"),
+            "/registry/serviceaccounts/default/x"
+        );
         assert_eq!(sa.collection_prefix(""), "/registry/serviceaccounts/");
         let ns = builtin::namespace();
         assert_eq!(ns.key("", "x"), "/registry/namespaces/x");

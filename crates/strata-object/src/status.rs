@@ -195,7 +195,10 @@ impl Status {
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         Self::failure(
             StatusReason::AlreadyExists,
-            format!("{} {name:?} already exists", Self::qualified(group, resource)),
+            format!(
+                "{} {name:?} already exists",
+                Self::qualified(group, resource)
+            ),
             Self::resource_details(group, resource, name),
         )
     }
@@ -289,6 +292,18 @@ impl Status {
         )
     }
 
+    /// 405 from a handler: the resource does not support the action.
+    pub fn method_not_allowed_for(resource: &str, action: &str) -> Self {
+        Self::failure(
+            StatusReason::MethodNotAllowed,
+            format!("{action} is not supported on resources of kind {resource:?}"),
+            Some(StatusDetails {
+                kind: resource.into(),
+                ..Default::default()
+            }),
+        )
+    }
+
     /// 404 for a path under an API prefix that names nothing served.
     pub fn path_not_found() -> Self {
         Self::failure(
@@ -371,7 +386,9 @@ impl Status {
 
     /// Sets `details.retryAfterSeconds`, which the HTTP layer mirrors into `Retry-After`.
     pub fn with_retry_after(mut self, seconds: i32) -> Self {
-        self.details.get_or_insert_with(Default::default).retry_after_seconds = seconds;
+        self.details
+            .get_or_insert_with(Default::default)
+            .retry_after_seconds = seconds;
         self
     }
 

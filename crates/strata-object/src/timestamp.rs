@@ -10,7 +10,10 @@ pub fn now_rfc3339() -> String {
 
 /// Formats `t` in UTC, truncated to whole seconds.
 pub fn format_time(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC).replace_nanosecond(0).unwrap_or(t);
+    let t = t
+        .to_offset(time::UtcOffset::UTC)
+        .replace_nanosecond(0)
+        .unwrap_or(t);
     // Formatting a UTC time with whole seconds into RFC 3339 cannot fail.
     t.format(&Rfc3339).unwrap_or_default()
 }

@@ -1,1 +1,896 @@
-//! placeholder
+//! Resource-type-agnostic REST semantics over the [`Store`] trait: create, get, list, update,
+//! patch, delete and deletecollection, with optimistic concurrency, `generateName`, system
+//! fields, validation and dry run.
+//!
+//! Resource types arrive as data ([`RegisteredType`]); kind-specific behaviour is a
+//! [`Strategy`]. Storage errors become `Status` in [`errors`], once. This crate knows nothing of
+//! HTTP: the frontend hands it decoded values and options, and renders what it returns.
+
+mod continue_token;
+pub mod errors;
+pub mod strategy;
+mod validation;
+pub mod version;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use strata_object::field::FieldError;
+use strata_object::resource::Scope;
+use strata_object::{now_rfc3339, Object, ResourceType, Status};
+use strata_store::{KeyValue, RangeRequest, Revision, Store, StoreError};
+
+pub use continue_token::ContinueToken;
+pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
+
+use crate::errors::store_error;
+use crate::version::{to_resource_version, to_revision};
+
+/// A resource type with the strategy that gives it its kind-specific behaviour.
+pub struct RegisteredType {
+    pub info: ResourceType,
+    pub strategy: Arc<dyn Strategy>,
+}
+
+impl std::fmt::Debug for RegisteredType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredType")
+            .field("resource", &self.info.resource)
+            .finish()
+    }
+}
+
+/// Options of create, update and patch.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: run every stage but store nothing.
+    pub dry_run: bool,
+    pub field_manager: String,
+}
+
+/// Options of delete.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub dry_run: bool,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+/// Options of list and deletecollection.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub limit: usize,
+    pub continue_token: String,
+    pub resource_version: String,
+    pub resource_version_match: String,
+}
+
+/// One page of a collection.
+#[derive(Clone, Debug)]
+pub struct ObjectList {
+    pub items: Vec<Object>,
+    pub resource_version: String,
+    pub continue_token: String,
+    pub remaining_item_count: Option<u64>,
+}
+
+/// The result of a delete: the object as removed, or as marked for deletion when finalizers
+/// hold it.
+#[derive(Clone, Debug)]
+pub struct Deleted {
+    pub object: Object,
+    /// False when finalizers keep the object in storage.
+    pub removed: bool,
+}
+
+/// How long a read at a resource version the store has not reached waits before 504.
+const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
+/// How often a create with `generateName` retries on a name collision.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// The REST semantics of every registered type over one store.
+pub struct Registry {
+    store: Arc<dyn Store>,
+    types: Vec<Arc<RegisteredType>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("types", &self.types)
+            .finish()
+    }
+}
+
+impl Registry {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            types: Vec::new(),
+        }
+    }
+
+    /// The built-in types (Namespace, ServiceAccount) with their strategies.
+    pub fn with_builtin_types(store: Arc<dyn Store>) -> Self {
+        let mut r = Self::new(store);
+        r.register(
+            strata_object::builtin::namespace(),
+            Arc::new(NamespaceStrategy),
+        );
+        r.register(
+            strata_object::builtin::service_account(),
+            Arc::new(ServiceAccountStrategy),
+        );
+        r
+    }
+
+    /// Adds a resource type. Registering is all it takes for routing, discovery and OpenAPI to
+    /// serve it.
+    pub fn register(&mut self, info: ResourceType, strategy: Arc<dyn Strategy>) {
+        self.types.push(Arc::new(RegisteredType { info, strategy }));
+    }
+
+    pub fn types(&self) -> &[Arc<RegisteredType>] {
+        &self.types
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Finds a type by group, version and plural resource name.
+    pub fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<RegisteredType>> {
+        self.types
+            .iter()
+            .find(|t| {
+                t.info.group == group && t.info.version == version && t.info.resource == resource
+            })
+            .cloned()
+    }
+
+    fn namespaces(&self) -> Option<Arc<RegisteredType>> {
+        self.lookup("", "v1", "namespaces")
+    }
+
+    // ----- reads -----
+
+    /// Reads one object. `resource_version` "" reads the latest; "0" accepts any (the latest is
+    /// served); another value must not be newer than what the store has reached.
+    pub async fn get(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> Result<Object, Status> {
+        if resource_version != "0" {
+            if let Some(min) = to_revision(resource_version)? {
+                self.wait_for_revision(min).await?;
+            }
+        }
+        let key = rt.info.key(namespace, name);
+        let (kv, _) = self
+            .store
+            .get(&key, None)
+            .await
+            .map_err(|e| store_error(rt, name, e))?;
+        match kv {
+            Some(kv) => decode_stored(rt, &kv),
+            None => Err(Status::not_found(&rt.info.group, &rt.info.resource, name)),
+        }
+    }
+
+    /// Waits until the store reaches `min`, or answers 504 "too large resource version".
+    async fn wait_for_revision(&self, min: Revision) -> Result<(), Status> {
+        if self.store.current_revision() >= min {
+            return Ok(());
+        }
+        let mut rx = self.store.subscribe();
+        let reached = tokio::time::timeout(FUTURE_REVISION_WAIT, async {
+            while *rx.borrow_and_update() < min {
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+        .unwrap_or(false);
+        if reached {
+            Ok(())
+        } else {
+            Err(Status::too_large_resource_version(
+                min.get(),
+                self.store.current_revision().get(),
+                1,
+            )
+            .with_retry_after(1))
+        }
+    }
+
+    /// Lists a collection (one namespace, or all when `namespace` is empty), honouring `limit`,
+    /// `continue` and the resource-version rules of spec §4.11.
+    pub async fn list(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        opts: &ListOptions,
+        filter: &(dyn Fn(&Object) -> bool + Sync),
+    ) -> Result<ObjectList, Status> {
+        let prefix = rt.info.collection_prefix(namespace);
+        let (revision, start) = self.resolve_list_start(rt, &prefix, opts).await?;
+        let mut items = Vec::new();
+        let mut next_start = start;
+        let mut read_rev = revision;
+        let remaining;
+        loop {
+            let resp = self
+                .store
+                .range(RangeRequest {
+                    prefix: prefix.clone(),
+                    start: next_start.clone(),
+                    limit: if opts.limit == 0 {
+                        0
+                    } else {
+                        opts.limit - items.len()
+                    },
+                    revision: read_rev,
+                })
+                .await
+                .map_err(|e| list_store_error(rt, e, !opts.continue_token.is_empty()))?;
+            read_rev = Some(resp.revision);
+            let got = resp.kvs.len();
+            if let Some(last) = resp.kvs.last() {
+                next_start = format!("{}\0", last.key);
+            }
+            for kv in &resp.kvs {
+                let obj = decode_stored(rt, kv)?;
+                if filter(&obj) {
+                    items.push(obj);
+                }
+            }
+            // Filtered pages may come up short; keep reading while the page is not full and
+            // the store has more, like a server-side paging loop.
+            if opts.limit == 0 || resp.remaining == 0 || items.len() >= opts.limit || got == 0 {
+                remaining = resp.remaining;
+                break;
+            }
+        }
+        let revision = read_rev.unwrap_or(Revision::ZERO);
+        let (continue_token, remaining_item_count) = if opts.limit > 0 && remaining > 0 {
+            let token = ContinueToken {
+                revision: revision.get() as i64,
+                start: next_start[prefix.len()..].to_string(),
+            };
+            (token.encode(), Some(remaining))
+        } else {
+            (String::new(), None)
+        };
+        Ok(ObjectList {
+            items,
+            resource_version: to_resource_version(revision).to_string(),
+            continue_token,
+            remaining_item_count,
+        })
+    }
+
+    /// Chooses the revision and first key of a list from its options.
+    async fn resolve_list_start(
+        &self,
+        rt: &RegisteredType,
+        prefix: &str,
+        opts: &ListOptions,
+    ) -> Result<(Option<Revision>, String), Status> {
+        validate_list_options(opts)?;
+        if !opts.continue_token.is_empty() {
+            let token = ContinueToken::decode(&opts.continue_token)?;
+            let start = format!("{prefix}{}", token.start);
+            let rev = if token.revision < 0 {
+                None
+            } else {
+                Some(Revision(token.revision as u64))
+            };
+            return Ok((rev, start));
+        }
+        let requested = to_revision(&opts.resource_version)?;
+        let rev = match (
+            opts.resource_version.as_str(),
+            opts.resource_version_match.as_str(),
+        ) {
+            ("", _) | ("0", _) => None,
+            (_, "Exact") => requested,
+            (_, "NotOlderThan") => {
+                if let Some(min) = requested {
+                    self.wait_for_revision(min).await?;
+                }
+                None
+            }
+            // A resource version without a match rule: exact when paging, else not older than.
+            _ if opts.limit > 0 => requested,
+            _ => {
+                if let Some(min) = requested {
+                    self.wait_for_revision(min).await?;
+                }
+                None
+            }
+        };
+        if let Some(r) = rev {
+            if r > self.store.current_revision() {
+                self.wait_for_revision(r).await?;
+            }
+        }
+        let _ = rt;
+        Ok((rev, String::new()))
+    }
+
+    // ----- writes -----
+
+    /// Creates an object from a decoded request body.
+    pub async fn create(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Object, Status> {
+        let mut obj = self.decode_body(rt, body)?;
+        if rt.info.namespaced() {
+            match obj.namespace() {
+                "" => obj.set_namespace(namespace),
+                ns if ns != namespace => {
+                    return Err(Status::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ))
+                }
+                _ => {}
+            }
+        } else {
+            obj.set_namespace("");
+        }
+        if !obj.resource_version().is_empty() {
+            return Err(Status::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
+        if generate {
+            let base = obj.generate_name().to_string();
+            obj.set_name(&generated_name(&base));
+        }
+        // System fields: the server's, whatever the client sent.
+        obj.set_uid(&uuid::Uuid::new_v4().to_string());
+        obj.set_creation_timestamp(&now_rfc3339());
+        for field in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "generation",
+        ] {
+            obj.set_meta_value(field, None);
+        }
+        rt.strategy.prepare_for_create(&mut obj);
+        obj.drop_empty_metadata();
+        let mut errors = validation::validate_object_meta(&rt.info, &obj);
+        errors.extend(rt.strategy.validate(&obj));
+        if !errors.is_empty() {
+            return Err(Status::invalid(
+                &rt.info.group,
+                &rt.info.kind,
+                obj.name(),
+                &errors,
+            ));
+        }
+        if rt.info.namespaced() {
+            self.check_namespace_exists(namespace).await?;
+        }
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let mut attempts = 0;
+        loop {
+            let key = rt.info.key(obj.namespace(), obj.name());
+            match self.store.create(&key, encode_stored(&obj)).await {
+                Ok(kv) => {
+                    obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
+                    return Ok(obj);
+                }
+                Err(StoreError::Exists(_)) if generate && attempts + 1 < GENERATE_NAME_ATTEMPTS => {
+                    attempts += 1;
+                    let base = obj.generate_name().to_string();
+                    obj.set_name(&generated_name(&base));
+                }
+                Err(StoreError::Exists(_)) => {
+                    let mut s = self.already_exists(rt, &obj).await;
+                    if generate {
+                        s.message.push_str(
+                            ", the server was not able to generate a unique name for the object",
+                        );
+                        s = s.with_retry_after(1);
+                    }
+                    return Err(s);
+                }
+                Err(e) => return Err(store_error(rt, obj.name(), e)),
+            }
+        }
+    }
+
+    async fn already_exists(&self, rt: &RegisteredType, obj: &Object) -> Status {
+        let mut s = Status::already_exists(&rt.info.group, &rt.info.resource, obj.name());
+        let key = rt.info.key(obj.namespace(), obj.name());
+        if let Ok((Some(kv), _)) = self.store.get(&key, None).await {
+            if decode_stored(rt, &kv).is_ok_and(|o| !o.deletion_timestamp().is_empty()) {
+                s.message = format!("object is being deleted: {}", s.message);
+            }
+        }
+        s
+    }
+
+    async fn check_namespace_exists(&self, namespace: &str) -> Result<(), Status> {
+        let Some(ns) = self.namespaces() else {
+            return Ok(());
+        };
+        let key = ns.info.key("", namespace);
+        match self.store.get(&key, None).await {
+            Ok((Some(_), _)) => Ok(()),
+            Ok((None, _)) => Err(Status::not_found("", "namespaces", namespace)),
+            Err(e) => Err(store_error(&ns, namespace, e)),
+        }
+    }
+
+    /// Checks the type fields of a body against the endpoint and fills them in when absent.
+    fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
+        let info = &rt.info;
+        let mut obj = Object::from_value(body).map_err(|e| {
+            Status::bad_request(format!(
+                "{kind} in version {v:?} cannot be handled as a {kind}: {e}",
+                kind = info.kind,
+                v = info.version
+            ))
+        })?;
+        let expected_version = info.api_version();
+        if !obj.api_version().is_empty() && obj.api_version() != expected_version {
+            return Err(Status::bad_request(format!(
+                "the API version in the data ({}) does not match the expected API version ({expected_version})",
+                obj.api_version()
+            )));
+        }
+        if !obj.kind().is_empty() && obj.kind() != info.kind {
+            return Err(Status::bad_request(format!(
+                "{kind} in version {v:?} cannot be handled as a {kind}: the kind in the data ({}) does not match the expected kind",
+                obj.kind(),
+                kind = info.kind,
+                v = info.version
+            )));
+        }
+        obj.set_type_meta(&expected_version, &info.kind);
+        Ok(obj)
+    }
+
+    /// Replaces an object (PUT). Returns the stored object.
+    pub async fn update(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Object, Status> {
+        let mut obj = self.decode_body(rt, body)?;
+        if obj.name() != name {
+            return Err(Status::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                obj.name()
+            )));
+        }
+        if rt.info.namespaced() {
+            match obj.namespace() {
+                "" => obj.set_namespace(namespace),
+                ns if ns != namespace => {
+                    return Err(Status::bad_request(format!(
+                        "the namespace of the object ({ns}) does not match the namespace on the request ({namespace})"
+                    )))
+                }
+                _ => {}
+            }
+        } else {
+            obj.set_namespace("");
+        }
+        let precondition = obj.resource_version().to_string();
+        self.guaranteed_update(
+            rt,
+            namespace,
+            name,
+            &precondition,
+            opts,
+            |_| Ok(obj.clone()),
+        )
+        .await
+    }
+
+    /// Applies a JSON merge patch (RFC 7386) to an object.
+    pub async fn merge_patch(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+        opts: &WriteOptions,
+    ) -> Result<Object, Status> {
+        if !patch.is_object() {
+            return Err(Status::bad_request("the merge patch must be a JSON object"));
+        }
+        let precondition = patch
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.guaranteed_update(rt, namespace, name, &precondition, opts, |current| {
+            let mut doc = current.clone().into_value();
+            strata_patch::merge_patch(&mut doc, &patch);
+            let obj = self.decode_body(rt, doc)?;
+            Ok(obj)
+        })
+        .await
+    }
+
+    /// The read-modify-write loop of every update: reads the current object, builds the new one
+    /// with `mutate`, and swaps it in if nothing changed meanwhile. A conflict retries unless
+    /// the client named the `resourceVersion` it expects (`precondition`).
+    async fn guaranteed_update(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        precondition: &str,
+        opts: &WriteOptions,
+        mutate: impl Fn(&Object) -> Result<Object, Status>,
+    ) -> Result<Object, Status> {
+        let info = &rt.info;
+        let key = info.key(namespace, name);
+        loop {
+            let (kv, _) = self
+                .store
+                .get(&key, None)
+                .await
+                .map_err(|e| store_error(rt, name, e))?;
+            let Some(kv) = kv else {
+                return Err(Status::not_found(&info.group, &info.resource, name));
+            };
+            let current = decode_stored(rt, &kv)?;
+            if !precondition.is_empty() && precondition != current.resource_version() {
+                to_revision(precondition)?;
+                return Err(Status::stale_conflict(&info.group, &info.resource, name));
+            }
+            let mut obj = mutate(&current)?;
+            let mut errors = validation::validate_object_meta_update(info, &mut obj, &current);
+            rt.strategy.prepare_for_update(&mut obj, &current);
+            obj.drop_empty_metadata();
+            if errors.is_empty() {
+                errors.extend(validation::validate_object_meta(info, &obj));
+                errors.extend(rt.strategy.validate(&obj));
+            }
+            if !errors.is_empty() {
+                return Err(Status::invalid(&info.group, &info.kind, name, &errors));
+            }
+            obj.set_resource_version("");
+            let bytes = encode_stored(&obj);
+            let terminating = !obj.deletion_timestamp().is_empty();
+            if terminating && obj.finalizers().is_empty() {
+                // The last finalizer is gone: the update completes the deletion.
+                if opts.dry_run {
+                    obj.set_resource_version(current.resource_version());
+                    return Ok(obj);
+                }
+                match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok(_) => {
+                        obj.set_resource_version(current.resource_version());
+                        return Ok(obj);
+                    }
+                    Err(StoreError::Conflict { .. }) if precondition.is_empty() => continue,
+                    Err(e) => return Err(store_error(rt, name, e)),
+                }
+            }
+            if bytes == kv.value || opts.dry_run {
+                // Nothing changed (or nothing may be stored): no write, no new revision.
+                obj.set_resource_version(current.resource_version());
+                return Ok(if bytes == kv.value { current } else { obj });
+            }
+            match self.store.update(&key, bytes, kv.mod_revision).await {
+                Ok(new_kv) => {
+                    obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
+                    return Ok(obj);
+                }
+                Err(StoreError::Conflict { .. }) if precondition.is_empty() => continue,
+                Err(e) => return Err(store_error(rt, name, e)),
+            }
+        }
+    }
+
+    /// Deletes an object, or marks it for deletion when finalizers hold it.
+    pub async fn delete(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, Status> {
+        let info = &rt.info;
+        let key = info.key(namespace, name);
+        loop {
+            let (kv, _) = self
+                .store
+                .get(&key, None)
+                .await
+                .map_err(|e| store_error(rt, name, e))?;
+            let Some(kv) = kv else {
+                return Err(Status::not_found(&info.group, &info.resource, name));
+            };
+            let current = decode_stored(rt, &kv)?;
+            check_delete_preconditions(info, &current, opts)?;
+            if let Some(why) = rt.strategy.forbid_delete(&current) {
+                return Err(Status::forbidden(&info.group, &info.resource, name, &why));
+            }
+            if !current.finalizers().is_empty() {
+                if !current.deletion_timestamp().is_empty() {
+                    return Ok(Deleted {
+                        object: current,
+                        removed: false,
+                    });
+                }
+                let mut marked = current.clone();
+                marked.set_meta_value("deletionTimestamp", Some(Value::String(now_rfc3339())));
+                marked.set_meta_value("deletionGracePeriodSeconds", Some(json!(0)));
+                if opts.dry_run {
+                    return Ok(Deleted {
+                        object: marked,
+                        removed: false,
+                    });
+                }
+                marked.set_resource_version("");
+                match self
+                    .store
+                    .update(&key, encode_stored(&marked), kv.mod_revision)
+                    .await
+                {
+                    Ok(new_kv) => {
+                        marked.set_resource_version(
+                            &to_resource_version(new_kv.mod_revision).to_string(),
+                        );
+                        return Ok(Deleted {
+                            object: marked,
+                            removed: false,
+                        });
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(store_error(rt, name, e)),
+                }
+            }
+            if opts.dry_run {
+                return Ok(Deleted {
+                    object: current,
+                    removed: true,
+                });
+            }
+            if info.resource == "namespaces" && info.group.is_empty() {
+                self.delete_namespace_contents(name).await?;
+            }
+            match self.store.delete(&key, Some(kv.mod_revision)).await {
+                Ok(_) => {
+                    return Ok(Deleted {
+                        object: current,
+                        removed: true,
+                    })
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(store_error(rt, name, e)),
+            }
+        }
+    }
+
+    /// Removes every namespaced object in `namespace` (a namespace takes its contents along).
+    async fn delete_namespace_contents(&self, namespace: &str) -> Result<(), Status> {
+        for rt in self
+            .types
+            .iter()
+            .filter(|t| t.info.scope == Scope::Namespaced)
+        {
+            let prefix = rt.info.collection_prefix(namespace);
+            let resp = self
+                .store
+                .range(RangeRequest {
+                    prefix,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| store_error(rt, "", e))?;
+            for kv in resp.kvs {
+                match self.store.delete(&kv.key, None).await {
+                    Ok(_) | Err(StoreError::NotFound(_)) => {}
+                    Err(e) => return Err(store_error(rt, "", e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every object of a collection that `filter` keeps; returns a success Status.
+    pub async fn delete_collection(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        list_opts: &ListOptions,
+        opts: &DeleteOptions,
+        filter: &(dyn Fn(&Object) -> bool + Sync),
+    ) -> Result<Status, Status> {
+        let list = self.list(rt, namespace, list_opts, filter).await?;
+        for obj in &list.items {
+            match self.delete(rt, obj.namespace(), obj.name(), opts).await {
+                Ok(_) => {}
+                // Removed meanwhile by someone else: the goal is reached.
+                Err(s) if s.code == 404 => {}
+                Err(s) => return Err(s),
+            }
+        }
+        Ok(Status::success(Some(strata_object::StatusDetails {
+            group: rt.info.group.clone(),
+            kind: rt.info.resource.clone(),
+            ..Default::default()
+        })))
+    }
+}
+
+fn check_delete_preconditions(
+    info: &ResourceType,
+    current: &Object,
+    opts: &DeleteOptions,
+) -> Result<(), Status> {
+    let conflict = |why: String| {
+        let mut s = Status::conflict(&info.group, &info.kind, current.name(), &why);
+        if let Some(d) = s.details.as_mut() {
+            d.kind = info.kind.clone();
+        }
+        s
+    };
+    if let Some(uid) = opts.precondition_uid.as_deref() {
+        if uid != current.uid() {
+            return Err(conflict(format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                current.uid()
+            )));
+        }
+    }
+    if let Some(rv) = opts.precondition_resource_version.as_deref() {
+        if rv != current.resource_version() {
+            return Err(conflict(format!(
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                current.resource_version()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn validate_list_options(opts: &ListOptions) -> Result<(), Status> {
+    let invalid = |e: FieldError| Status::invalid("meta.k8s.io", "ListOptions", "", &[e]);
+    match opts.resource_version_match.as_str() {
+        "" => {}
+        "Exact" | "NotOlderThan" => {
+            if !opts.continue_token.is_empty() {
+                return Err(invalid(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                )));
+            }
+            if opts.resource_version.is_empty() {
+                return Err(invalid(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                )));
+            }
+            if opts.resource_version_match == "Exact" && opts.resource_version == "0" {
+                return Err(invalid(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                )));
+            }
+        }
+        other => {
+            return Err(invalid(FieldError::not_supported(
+                "resourceVersionMatch",
+                other,
+                &["Exact", "NotOlderThan", ""],
+            )))
+        }
+    }
+    if !opts.continue_token.is_empty()
+        && !opts.resource_version.is_empty()
+        && opts.resource_version != "0"
+    {
+        return Err(Status::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    Ok(())
+}
+
+fn list_store_error(rt: &RegisteredType, e: StoreError, continuing: bool) -> Status {
+    match e {
+        StoreError::Compacted { .. } if continuing => Status::expired(
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter.",
+        ),
+        StoreError::Compacted { .. } => {
+            Status::expired("The resourceVersion for the provided list is too old.")
+        }
+        e => store_error(rt, "", e),
+    }
+}
+
+fn generated_name(base: &str) -> String {
+    strata_object::names::generate_name(base, rand::random::<u32>)
+}
+
+/// The stored form of an object: compact JSON without `resourceVersion` (the revision is the
+/// version).
+fn encode_stored(obj: &Object) -> Bytes {
+    let mut v = obj.clone();
+    v.set_resource_version("");
+    Bytes::from(serde_json::to_vec(v.as_map()).unwrap_or_default())
+}
+
+/// Reads a stored object back and stamps its resource version.
+fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
+    let value: Value = serde_json::from_slice(&kv.value).map_err(|e| {
+        store_error(
+            rt,
+            kv.key.rsplit('/').next().unwrap_or(""),
+            StoreError::Corrupt(format!("{}: {e}", kv.key)),
+        )
+    })?;
+    let mut obj = Object::from_value(value)
+        .map_err(|e| store_error(rt, "", StoreError::Corrupt(format!("{}: {e}", kv.key))))?;
+    obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
+    Ok(obj)
+}
+
+/// Renders a list page as the kind's list object (`ServiceAccountList` …); items carry no type
+/// fields, as Kubernetes' typed lists do.
+pub fn list_to_value(info: &ResourceType, list: ObjectList) -> Value {
+    let mut meta = Map::new();
+    meta.insert(
+        "resourceVersion".into(),
+        Value::String(list.resource_version),
+    );
+    if !list.continue_token.is_empty() {
+        meta.insert("continue".into(), Value::String(list.continue_token));
+    }
+    if let Some(n) = list.remaining_item_count {
+        meta.insert("remainingItemCount".into(), json!(n));
+    }
+    let items: Vec<Value> = list
+        .items
+        .into_iter()
+        .map(|o| {
+            let mut m = o.into_value();
+            if let Value::Object(m) = &mut m {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            m
+        })
+        .collect();
+    json!({
+        "kind": info.list_kind,
+        "apiVersion": info.api_version(),
+        "metadata": meta,
+        "items": items,
+    })
+}

@@ -1,1 +1,149 @@
-//! placeholder
+//! The composition root of Strata: opens the configured store, registers the built-in types,
+//! creates the bootstrap namespaces, runs the compactor and serves HTTP until shutdown.
+
+pub mod config;
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use strata_http::{Frontend, FrontendConfig};
+use strata_registry::{Registry, WriteOptions};
+use strata_store::{MemoryStore, Revision, Store};
+use strata_store_rocksdb::{RocksOptions, RocksStore};
+use tokio::net::TcpListener;
+
+pub use config::{Backend, Config};
+
+/// Namespaces every server has from its first start.
+pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Opens the store named by the configuration.
+pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
+    Ok(match config.backend {
+        Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::RocksDb => {
+            std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+                format!(
+                    "cannot create data directory {}: {e}",
+                    config.data_dir.display()
+                )
+            })?;
+            let store = RocksStore::open(&config.data_dir.join("store"), RocksOptions::default())
+                .map_err(|e| {
+                format!(
+                    "cannot open the store in {}: {e}",
+                    config.data_dir.display()
+                )
+            })?;
+            Arc::new(store)
+        }
+    })
+}
+
+/// Creates the bootstrap namespaces that do not exist yet.
+pub async fn bootstrap(registry: &Registry) -> Result<(), String> {
+    let ns = registry
+        .lookup("", "v1", "namespaces")
+        .ok_or("namespaces are not registered")?;
+    for name in BOOTSTRAP_NAMESPACES {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match registry
+            .create(&ns, "", body, &WriteOptions::default())
+            .await
+        {
+            Ok(_) => tracing::info!(namespace = name, "created bootstrap namespace"),
+            Err(s) if s.code == 409 => {}
+            Err(s) => return Err(format!("cannot create namespace {name}: {s}")),
+        }
+    }
+    Ok(())
+}
+
+/// Compacts history older than `retention`, checking every `interval`.
+async fn compactor(store: Arc<dyn Store>, retention: Duration, interval: Duration) {
+    let tick = interval.min(retention).max(Duration::from_millis(100));
+    let mut samples: VecDeque<(Instant, Revision)> = VecDeque::new();
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = Instant::now();
+        samples.push_back((now, store.current_revision()));
+        let mut target = None;
+        while let Some(&(t, rev)) = samples.front() {
+            if now.duration_since(t) >= retention {
+                target = Some(rev);
+                samples.pop_front();
+            } else {
+                break;
+            }
+        }
+        if let Some(rev) = target {
+            if rev > store.compacted_revision() {
+                match store.compact(rev).await {
+                    Ok(()) => tracing::debug!(revision = rev.get(), "compacted history"),
+                    Err(e) => tracing::warn!(error = %e, "compaction failed"),
+                }
+            }
+        }
+    }
+}
+
+/// A server bound to its address, ready to serve.
+pub struct Server {
+    listener: TcpListener,
+    frontend: Arc<Frontend>,
+    store: Arc<dyn Store>,
+    config: Config,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Server {
+    /// Opens storage, bootstraps and binds the listener.
+    pub async fn start(config: Config) -> Result<Server, String> {
+        let store = open_store(&config)?;
+        let registry = Arc::new(Registry::with_builtin_types(store.clone()));
+        bootstrap(&registry).await?;
+        let frontend = Arc::new(Frontend::new(registry, FrontendConfig::default()));
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        Ok(Server {
+            listener,
+            frontend,
+            store,
+            config,
+        })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Serves until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let compaction = tokio::spawn(compactor(
+            self.store.clone(),
+            self.config.history_retention,
+            self.config.compaction_interval,
+        ));
+        strata_http::serve(
+            self.listener,
+            self.frontend,
+            shutdown,
+            self.config.shutdown_drain,
+        )
+        .await;
+        compaction.abort();
+    }
+}

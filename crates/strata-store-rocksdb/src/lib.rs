@@ -1,1 +1,349 @@
-//! placeholder
+//! `strata-store-rocksdb`: the durable [`Store`] engine of Strata, on RocksDB. It keeps each
+//! key's versions (MVCC) until compaction; it stores bytes, never decodes objects, and does not
+//! replicate.
+//!
+//! # On-disk layout
+//!
+//! One RocksDB database with three column families (integers are `u64` big-endian, so byte order
+//! is numeric order):
+//!
+//! | family    | key                         | value                                          |
+//! |-----------|-----------------------------|------------------------------------------------|
+//! | `history` | `<key> 0x00 <revision>`     | `0x00 <create_revision> <value>` (live) or `0x01` (deleted) |
+//! | `changes` | `<revision>`                | `<kind> <key>`, kind `0x00` put, `0x01` delete  |
+//! | `meta`    | `format`, `current`, `compacted` | the layout version, the latest revision, the compaction point |
+//!
+//! Keys may not contain `0x00` (writes and gets of such keys fail with `Invalid`); that makes all
+//! versions of a key contiguous and ordered by revision, and keeps key order equal to string
+//! order. A key's state at revision `r` is its newest `history` entry at or below `r` (one
+//! `seek_for_prev`). An event's previous state is the `history` entry just before the one the
+//! change wrote. There is no in-memory index: opening reads three `meta` values, whatever the
+//! size of the store.
+//!
+//! # Writes: one writer thread, group commit
+//!
+//! All writes go through a channel to one thread. It drains what is queued, checks every request
+//! in order against the committed state plus the earlier requests of the batch, gives the ones
+//! that pass consecutive revisions (a failed check consumes none), and writes the whole batch,
+//! with `meta/current`, as one `WriteBatch`, synced to the WAL when [`RocksOptions::sync`] is on.
+//! Only then does it publish the revision (to [`Store::current_revision`] and
+//! [`Store::subscribe`]) and answer every request of the batch. Writers that arrive during a sync
+//! share the next one; [`RocksStore::stats`] counts batches and writes.
+//!
+//! # Reads
+//!
+//! Reads run on tokio's blocking pool over a RocksDB snapshot taken after loading the published
+//! revision, so they see every acknowledged write, and nothing later than what they report.
+//!
+//! # Compaction and recovery
+//!
+//! [`Store::compact`] persists and publishes the new compaction point, then deletes the versions
+//! and change records only reads below it could see. After a restart, `open` resumes from
+//! `meta/current` and `meta/compacted`; RocksDB's WAL replay restores every synced batch.
+
+mod compact;
+mod encoding;
+mod read;
+mod writer;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, DBRawIteratorWithThreadMode,
+    DBWithThreadMode, ErrorKind, Options, SingleThreaded, WriteBatch, WriteOptions,
+};
+use strata_store::{
+    Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
+};
+use tokio::sync::{oneshot, watch};
+
+use crate::encoding::{
+    check_key, decode_u64, CF_CHANGES, CF_HISTORY, CF_META, FORMAT_VERSION, META_COMPACTED,
+    META_CURRENT, META_FORMAT,
+};
+use crate::read::View;
+use crate::writer::{Op, Request};
+
+/// Named explicitly so another crate enabling `multi-threaded-cf` cannot change our types.
+pub(crate) type Db = DBWithThreadMode<SingleThreaded>;
+pub(crate) type Iter<'a> = DBRawIteratorWithThreadMode<'a, Db>;
+
+/// How to open a [`RocksStore`].
+#[derive(Clone, Debug)]
+pub struct RocksOptions {
+    /// Fsync the WAL before acknowledging a write (default `true`). Without it a machine crash
+    /// may lose acknowledged writes; a process crash still does not.
+    pub sync: bool,
+}
+
+impl Default for RocksOptions {
+    fn default() -> Self {
+        Self { sync: true }
+    }
+}
+
+/// Counters since open, to observe group commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RocksStats {
+    /// Write batches committed (each one WAL sync when `sync` is on).
+    pub batches: u64,
+    /// Successful writes, i.e. revisions handed out.
+    pub writes: u64,
+}
+
+/// State shared by the store handle, the writer thread and blocking read tasks.
+pub(crate) struct Shared {
+    pub(crate) db: Db,
+    sync: bool,
+    /// The latest published revision: every write up to it is committed.
+    pub(crate) current: AtomicU64,
+    /// The compaction point as readers must honour it.
+    pub(crate) compacted: AtomicU64,
+    pub(crate) notify: watch::Sender<Revision>,
+    pub(crate) batches: AtomicU64,
+    pub(crate) writes: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| StoreError::Unavailable(format!("column family {name} is not open")))
+    }
+
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(self.sync);
+        opts
+    }
+}
+
+/// Maps a RocksDB failure onto the store's error kinds.
+pub(crate) fn db_err(e: rocksdb::Error) -> StoreError {
+    match e.kind() {
+        ErrorKind::Corruption => StoreError::Corrupt(e.into_string()),
+        _ => StoreError::Unavailable(e.into_string()),
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the store's writer has stopped".into())
+}
+
+/// A [`Store`] on a RocksDB database in one directory.
+///
+/// Dropping it stops the writer thread (after it has answered everything queued) and closes the
+/// database once no read is running, so the directory can be opened again.
+pub struct RocksStore {
+    shared: Arc<Shared>,
+    /// `None` only while dropping.
+    requests: Option<Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    /// Compactions run one at a time.
+    compacting: tokio::sync::Mutex<()>,
+}
+
+impl RocksStore {
+    /// Opens the store in `path`, creating the directory and an empty store if needed, and
+    /// resumes from the recorded revision and compaction point. Blocks on disk I/O (WAL replay):
+    /// from async code, call it inside `spawn_blocking` when that matters.
+    ///
+    /// Fails with `Unavailable` when the database cannot be opened (for instance while another
+    /// process holds it) and `Corrupt` when its contents are not this engine's layout.
+    pub fn open(path: &Path, options: RocksOptions) -> Result<RocksStore> {
+        std::fs::create_dir_all(path).map_err(|e| {
+            StoreError::Unavailable(format!("cannot create {}: {e}", path.display()))
+        })?;
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_compression_type(DBCompressionType::Lz4);
+        db_opts.set_keep_log_file_num(4);
+        let families = [CF_HISTORY, CF_CHANGES, CF_META].map(|name| {
+            let mut cf_opts = Options::default();
+            cf_opts.set_compression_type(DBCompressionType::Lz4);
+            ColumnFamilyDescriptor::new(name, cf_opts)
+        });
+        let db = Db::open_cf_descriptors(&db_opts, path, families).map_err(db_err)?;
+
+        let shared = Shared {
+            db,
+            sync: options.sync,
+            current: AtomicU64::new(0),
+            compacted: AtomicU64::new(0),
+            notify: watch::channel(Revision::ZERO).0,
+            batches: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        };
+        let meta = shared.cf(CF_META)?;
+        let read = |name: &[u8]| -> Result<Option<u64>> {
+            match shared.db.get_pinned_cf(meta, name).map_err(db_err)? {
+                Some(raw) => Ok(Some(decode_u64(&raw)?)),
+                None => Ok(None),
+            }
+        };
+        match read(META_FORMAT)? {
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{} holds layout version {other}, this engine reads {FORMAT_VERSION}",
+                    path.display()
+                )))
+            }
+            None => {
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, META_FORMAT, FORMAT_VERSION.to_be_bytes());
+                shared
+                    .db
+                    .write_opt(batch, &shared.write_options())
+                    .map_err(db_err)?;
+            }
+        }
+        let current = read(META_CURRENT)?.unwrap_or(0);
+        let compacted = read(META_COMPACTED)?.unwrap_or(0);
+        if compacted > current {
+            return Err(StoreError::Corrupt(format!(
+                "compaction point {compacted} is beyond the current revision {current}"
+            )));
+        }
+        shared.current.store(current, Ordering::SeqCst);
+        shared.compacted.store(compacted, Ordering::SeqCst);
+        shared.notify.send_replace(Revision(current));
+
+        let shared = Arc::new(shared);
+        let (requests, queue) = std::sync::mpsc::channel();
+        let writer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("strata-rocksdb-writer".into())
+                .spawn(move || writer::run(shared, queue))
+                .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?
+        };
+        Ok(RocksStore {
+            shared,
+            requests: Some(requests),
+            writer: Some(writer),
+            compacting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Write batches and writes committed since open. With concurrent writers `batches` stays
+    /// below `writes`: that is group commit at work.
+    pub fn stats(&self) -> RocksStats {
+        RocksStats {
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            writes: self.shared.writes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Hands `op` to the writer; resolves once it is committed (or refused).
+    async fn write(&self, op: Op) -> Result<(KeyValue, Revision)> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(Request { op, reply })
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Runs `f` on the blocking pool, off the async workers.
+    async fn blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Shared) -> Result<T> + Send + 'static,
+    {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || f(&shared))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("storage task failed: {e}")))?
+    }
+}
+
+impl Drop for RocksStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer once the queue is empty; joining it means the
+        // database is released when this handle is gone (reads still running keep it open).
+        drop(self.requests.take());
+        if let Some(writer) = self.writer.take() {
+            if writer.join().is_err() {
+                tracing::error!("the RocksDB writer thread panicked");
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RocksStore {
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
+        check_key(key)?;
+        let key = key.to_owned();
+        Ok(self.write(Op::Create { key, value }).await?.0)
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue> {
+        check_key(key)?;
+        let key = key.to_owned();
+        let op = Op::Update {
+            key,
+            value,
+            expected,
+        };
+        Ok(self.write(op).await?.0)
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)> {
+        check_key(key)?;
+        let key = key.to_owned();
+        self.write(Op::Delete { key, expected }).await
+    }
+
+    async fn get(
+        &self,
+        key: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Option<KeyValue>, Revision)> {
+        check_key(key)?;
+        let key = key.to_owned();
+        self.blocking(move |shared| {
+            let view = View::new(shared);
+            let rev = view.resolve(revision)?;
+            Ok((view.get(&key, rev)?, Revision(rev)))
+        })
+        .await
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
+        self.blocking(move |shared| View::new(shared).range(&req))
+            .await
+    }
+
+    async fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+        self.blocking(move |shared| View::new(shared).changes(after, limit))
+            .await
+    }
+
+    fn current_revision(&self) -> Revision {
+        Revision(self.shared.current.load(Ordering::SeqCst))
+    }
+
+    fn compacted_revision(&self) -> Revision {
+        Revision(self.shared.compacted.load(Ordering::SeqCst))
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        let _one_at_a_time = self.compacting.lock().await;
+        self.blocking(move |shared| compact::compact(shared, revision))
+            .await
+    }
+
+    fn subscribe(&self) -> watch::Receiver<Revision> {
+        self.shared.notify.subscribe()
+    }
+}

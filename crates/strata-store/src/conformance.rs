@@ -49,7 +49,11 @@ pub async fn run_create_and_get<S: Store>(s: Arc<S>) {
         s.create("/a/x", b("two")).await,
         Err(StoreError::Exists("/a/x".into()))
     );
-    assert_eq!(s.current_revision(), Revision(1), "a failed write uses no revision");
+    assert_eq!(
+        s.current_revision(),
+        Revision(1),
+        "a failed write uses no revision"
+    );
     let (missing, _) = s.get("/a/y", None).await.unwrap();
     assert_eq!(missing, None);
     // Empty values and keys with odd bytes are stored as given.
@@ -113,7 +117,11 @@ pub async fn run_range<S: Store>(s: Arc<S>) {
         .await
         .unwrap();
     let keys: Vec<_> = all.kvs.iter().map(|kv| kv.key.as_str()).collect();
-    assert_eq!(keys, ["/r/a", "/r/b", "/r/c"], "key order, prefix bound, no deleted keys");
+    assert_eq!(
+        keys,
+        ["/r/a", "/r/b", "/r/c"],
+        "key order, prefix bound, no deleted keys"
+    );
     assert_eq!(all.remaining, 0);
     assert_eq!(all.revision, s.current_revision());
 
@@ -155,10 +163,19 @@ pub async fn run_reads_at_past_revisions<S: Store>(s: Arc<S>) {
     let b1 = s.create("/p/b", b("b1")).await.unwrap();
     let a2 = s.update("/p/a", b("a2"), a1.mod_revision).await.unwrap();
     let (_, del) = s.delete("/p/b", None).await.unwrap();
-    assert_eq!(s.get("/p/a", Some(a1.mod_revision)).await.unwrap().0, Some(a1.clone()));
-    assert_eq!(s.get("/p/a", Some(b1.mod_revision)).await.unwrap().0, Some(a1.clone()));
+    assert_eq!(
+        s.get("/p/a", Some(a1.mod_revision)).await.unwrap().0,
+        Some(a1.clone())
+    );
+    assert_eq!(
+        s.get("/p/a", Some(b1.mod_revision)).await.unwrap().0,
+        Some(a1.clone())
+    );
     assert_eq!(s.get("/p/a", None).await.unwrap().0, Some(a2.clone()));
-    assert_eq!(s.get("/p/b", Some(Revision(del.0 - 1))).await.unwrap().0, Some(b1.clone()));
+    assert_eq!(
+        s.get("/p/b", Some(Revision(del.0 - 1))).await.unwrap().0,
+        Some(b1.clone())
+    );
     assert_eq!(s.get("/p/b", Some(del)).await.unwrap().0, None);
     assert_eq!(s.get("/p/a", Some(Revision(0))).await.unwrap().0, None);
     let snap = s
@@ -308,7 +325,11 @@ pub async fn run_concurrent_writers<S: Store>(s: Arc<S>) {
     assert_eq!(all.len() as u64, total);
     let events = s.changes(Revision(0), 0).await.unwrap();
     let revs: Vec<u64> = events.iter().map(|e| e.revision().0).collect();
-    assert_eq!(revs, (1..=total).collect::<Vec<_>>(), "feed is gap-free and ordered");
+    assert_eq!(
+        revs,
+        (1..=total).collect::<Vec<_>>(),
+        "feed is gap-free and ordered"
+    );
 
     let shared = s.create("/w/shared", b("0")).await.unwrap();
     let mut handles = Vec::new();
@@ -316,7 +337,9 @@ pub async fn run_concurrent_writers<S: Store>(s: Arc<S>) {
         let s = s.clone();
         let expected = shared.mod_revision;
         handles.push(tokio::spawn(async move {
-            s.update("/w/shared", b(&t.to_string()), expected).await.is_ok()
+            s.update("/w/shared", b(&t.to_string()), expected)
+                .await
+                .is_ok()
         }));
     }
     let mut winners = 0;

@@ -137,8 +137,7 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes `key`, optionally only if its modification revision is `expected`.
     /// Returns the last state before deletion and the revision of the deletion.
     /// Fails with `NotFound` when absent and `Conflict` when the revision differs.
-    async fn delete(&self, key: &str, expected: Option<Revision>)
-        -> Result<(KeyValue, Revision)>;
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)>;
 
     /// Reads `key` at `revision` (latest when `None`). Returns the entry, if it existed then, and
     /// the revision read at. Fails with `Compacted` / `FutureRevision` for revisions outside the

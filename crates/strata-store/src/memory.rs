@@ -157,11 +157,7 @@ impl Store for MemoryStore {
         Ok(kv)
     }
 
-    async fn delete(
-        &self,
-        key: &str,
-        expected: Option<Revision>,
-    ) -> Result<(KeyValue, Revision)> {
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)> {
         let (prev, rev) = {
             let mut s = self.lock();
             let prev = s

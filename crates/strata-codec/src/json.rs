@@ -1,0 +1,52 @@
+//! The JSON codec: compact output with one trailing newline (or two-space indentation when
+//! pretty), and decoding errors worded for clients.
+
+use serde_json::Value;
+
+/// Why a body could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+/// Parses a JSON document.
+pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
+    serde_json::from_slice(bytes).map_err(|e| DecodeError(describe(&e)))
+}
+
+fn describe(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Eof => "unexpected end of JSON input".to_string(),
+        Category::Syntax => format!("invalid JSON: {e}"),
+        Category::Data => format!("invalid value: {e}"),
+        Category::Io => format!("read error: {e}"),
+    };
+    what
+}
+
+/// Encodes `v` as Kubernetes' JSON serializer does: compact with a trailing newline, or
+/// indented by two spaces without one when `pretty`.
+pub fn encode(v: &Value, pretty: bool) -> Vec<u8> {
+    // Serializing a `Value` into memory cannot fail: keys are strings and there is no I/O.
+    if pretty {
+        serde_json::to_vec_pretty(v).unwrap_or_default()
+    } else {
+        let mut out = serde_json::to_vec(v).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_errors() {
+        let v = decode(br#"{"a":[1,2]}"#).unwrap();
+        assert_eq!(encode(&v, false), b"{\"a\":[1,2]}\n");
+        assert_eq!(encode(&v, true), b"{\n  \"a\": [\n    1,\n    2\n  ]\n}");
+        assert!(decode(b"{").is_err());
+        assert!(decode(b"").is_err());
+    }
+}

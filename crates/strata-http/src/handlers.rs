@@ -1,0 +1,499 @@
+//! Request routing and the per-verb handlers of resource endpoints.
+
+use bytes::Bytes;
+use http::{header, HeaderMap, Method, Request, Response};
+use hyper::body::Incoming;
+use serde_json::{json, Map, Value};
+use strata_object::{Object, Status};
+use strata_registry::{list_to_value, DeleteOptions, ListOptions, RegisteredType, WriteOptions};
+
+use crate::negotiate::{self, Output};
+use crate::query::Query;
+use crate::request::RequestInfo;
+use crate::respond::{self, Body, Render};
+use crate::table::{self, IncludeObject};
+use crate::{discovery, openapi, read_body, Frontend};
+
+fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+fn render_for(headers: &HeaderMap, query: &Query) -> Render {
+    let ua = header_str(headers, header::USER_AGENT);
+    let pretty = query.bool("pretty")
+        || ua.starts_with("curl")
+        || ua.starts_with("Wget")
+        || ua.starts_with("Mozilla/5.0");
+    Render { pretty }
+}
+
+/// Routes one request to discovery, OpenAPI, health or a resource handler.
+pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query());
+    let render = render_for(req.headers(), &query);
+    let method = req.method().clone();
+    let get_only = |resp: Response<Body>| {
+        if method == Method::GET || method == Method::HEAD {
+            resp
+        } else {
+            respond::status(&Status::method_not_allowed(), render)
+        }
+    };
+    let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    match path.as_str() {
+        "/healthz" | "/livez" | "/readyz" | "/healthz/ping" | "/livez/ping" | "/readyz/ping" => {
+            return get_only(respond::text(200, "ok"))
+        }
+        "/version" | "/version/" => return get_only(version(fe, render)),
+        "/api" | "/api/" => {
+            let host = header_str(req.headers(), header::HOST).to_string();
+            return get_only(discovery_response(
+                &accept,
+                || discovery::aggregated(&fe.registry, true),
+                || discovery::api_versions(&host),
+                render,
+            ));
+        }
+        "/apis" | "/apis/" => {
+            return get_only(discovery_response(
+                &accept,
+                || discovery::aggregated(&fe.registry, false),
+                || discovery::api_group_list(&fe.registry),
+                render,
+            ))
+        }
+        "/openapi/v3" | "/openapi/v3/" => {
+            return get_only(respond::json(
+                200,
+                &openapi::index(&fe.openapi),
+                render,
+                "application/json",
+            ))
+        }
+        _ => {}
+    }
+    if let Some(doc_path) = path.strip_prefix("/openapi/v3/") {
+        return get_only(match fe.openapi.get(doc_path) {
+            Some(doc) => respond::json(200, doc, render, "application/json"),
+            None => respond::status(&Status::path_not_found(), render),
+        });
+    }
+    if let Some(resp) = group_discovery(fe, &path, render) {
+        return get_only(resp);
+    }
+    match RequestInfo::parse(&path) {
+        Some(info) => match resource(fe, req, info, query, render).await {
+            Ok(resp) => resp,
+            Err(s) => respond::status(&s, render),
+        },
+        None if path.starts_with("/api/") || path.starts_with("/apis/") => {
+            respond::status(&Status::path_not_found(), render)
+        }
+        None => respond::text(404, "404 page not found\n"),
+    }
+}
+
+fn version(fe: &Frontend, render: Render) -> Response<Body> {
+    let v = &fe.config.git_version;
+    let minor = v
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .unwrap_or("31")
+        .to_string();
+    respond::json(
+        200,
+        &json!({
+            "major": "1",
+            "minor": minor,
+            "gitVersion": v,
+            "gitCommit": option_env!("STRATA_GIT_COMMIT").unwrap_or("unknown"),
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "rust",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        }),
+        render,
+        "application/json",
+    )
+}
+
+/// Serves the aggregated form when the client lists it in `Accept`, else the legacy form.
+fn discovery_response(
+    accept: &str,
+    aggregated: impl FnOnce() -> Value,
+    legacy: impl FnOnce() -> Value,
+    render: Render,
+) -> Response<Body> {
+    for range in strata_codec::media::parse_accept(accept) {
+        let m = &range.media;
+        if m.essence == "application/json"
+            && m.param("as") == Some("APIGroupDiscoveryList")
+            && m.param("g") == Some("apidiscovery.k8s.io")
+            && m.param("v") == Some("v2")
+        {
+            let mut resp = respond::json(200, &aggregated(), render, discovery::AGGREGATED_V2);
+            resp.headers_mut()
+                .insert(header::VARY, header::HeaderValue::from_static("Accept"));
+            return resp;
+        }
+        if range.matches("application/json") && m.param("as").is_none() {
+            break;
+        }
+    }
+    respond::json(200, &legacy(), render, "application/json")
+}
+
+/// `/api/<v>`, `/apis/<g>`, `/apis/<g>/<v>`.
+fn group_discovery(fe: &Frontend, path: &str, render: Render) -> Option<Response<Body>> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let doc = match segments.as_slice() {
+        ["api", version] => discovery::api_resource_list(&fe.registry, "", version),
+        ["apis", group] => discovery::api_group_for(&fe.registry, group),
+        ["apis", group, version] => discovery::api_resource_list(&fe.registry, group, version),
+        _ => return None,
+    };
+    Some(match doc {
+        Some(d) => respond::json(200, &d, render, "application/json"),
+        None => respond::status(&Status::path_not_found(), render),
+    })
+}
+
+/// Parses `dryRun` values: absent or empty is an ordinary request, `All` a dry run.
+fn dry_run(query: &Query, values: &[String], options_kind: &str) -> Result<bool, Status> {
+    let mut all: Vec<String> = query.all("dryRun").into_iter().map(String::from).collect();
+    all.extend(values.iter().cloned());
+    let bad: Vec<&String> = all
+        .iter()
+        .filter(|v| !v.is_empty() && *v != "All")
+        .collect();
+    if !bad.is_empty() {
+        let listed: Vec<String> = bad.iter().map(|v| format!("{v:?}")).collect();
+        return Err(Status::invalid(
+            "meta.k8s.io",
+            options_kind,
+            "",
+            &[strata_object::field::FieldError::new(
+                strata_object::field::FieldErrorKind::NotSupported,
+                "dryRun",
+                Some(format!("[]string{{{}}}", listed.join(", "))),
+                "supported values: \"All\"",
+            )],
+        ));
+    }
+    Ok(all.iter().any(|v| v == "All"))
+}
+
+fn write_options(query: &Query, options_kind: &str) -> Result<WriteOptions, Status> {
+    let validation = query.string("fieldValidation");
+    if !matches!(validation.as_str(), "" | "Ignore" | "Warn" | "Strict") {
+        return Err(Status::invalid(
+            "meta.k8s.io",
+            options_kind,
+            "",
+            &[strata_object::field::FieldError::not_supported(
+                "fieldValidation",
+                &validation,
+                &["", "Ignore", "Strict", "Warn"],
+            )],
+        ));
+    }
+    Ok(WriteOptions {
+        dry_run: dry_run(query, &[], options_kind)?,
+        field_manager: query.string("fieldManager"),
+    })
+}
+
+fn list_options(query: &Query) -> Result<ListOptions, Status> {
+    let limit = query.int("limit")?.unwrap_or(0).max(0) as usize;
+    Ok(ListOptions {
+        limit,
+        continue_token: query.string("continue"),
+        resource_version: query.string("resourceVersion"),
+        resource_version_match: query.string("resourceVersionMatch"),
+    })
+}
+
+/// Reads and decodes a JSON request body, checking size and content type.
+async fn json_body(fe: &Frontend, req: Request<Incoming>) -> Result<Value, Status> {
+    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
+    negotiate::check_body_type(&content_type)?;
+    let bytes = body_bytes(fe, req).await?;
+    strata_codec::json::decode(&bytes).map_err(|e| Status::bad_request(e.to_string()))
+}
+
+async fn body_bytes(fe: &Frontend, req: Request<Incoming>) -> Result<Bytes, Status> {
+    let limit = fe.config.max_body_bytes;
+    if let Some(len) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err(Status::too_large(limit));
+        }
+    }
+    match read_body(req.into_body(), limit).await {
+        Ok(Some(b)) => Ok(b),
+        Ok(None) => Err(Status::too_large(limit)),
+        Err(e) => Err(Status::bad_request(format!(
+            "failed to read the request body: {e}"
+        ))),
+    }
+}
+
+/// Renders one object in the negotiated representation.
+fn object_response(
+    code: u16,
+    obj: Object,
+    output: &Output,
+    include: IncludeObject,
+    render: Render,
+) -> Response<Body> {
+    match output {
+        Output::Json => respond::json(code, &obj.into_value(), render, "application/json"),
+        Output::Table(target) => {
+            let mut meta = Map::new();
+            meta.insert("resourceVersion".into(), json!(obj.resource_version()));
+            let t = table::table(&[obj], meta, include, target, true);
+            respond::json(code, &t, render, "application/json")
+        }
+    }
+}
+
+async fn resource(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    info: RequestInfo,
+    query: Query,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    let rt = fe
+        .registry
+        .lookup(&info.group, &info.version, &info.resource)
+        .ok_or_else(Status::path_not_found)?;
+    let namespaced = rt.info.namespaced();
+    // A namespaced object needs a namespace in its path; a cluster-scoped type never has one.
+    if (!namespaced && !info.namespace.is_empty())
+        || (namespaced && info.namespace.is_empty() && !info.name.is_empty())
+    {
+        return Err(Status::path_not_found());
+    }
+    let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    let method = req.method().clone();
+    if !info.subresource.is_empty() {
+        return subresource(fe, req, &rt, &info, &accept, render).await;
+    }
+    let ns = info.namespace.as_str();
+    let name = info.name.as_str();
+    let include = IncludeObject::parse(query.get("includeObject").unwrap_or(""))?;
+    let table_ok = rt.info.supports_table;
+    match (method, name.is_empty()) {
+        (Method::GET | Method::HEAD, true) => {
+            if query.bool("watch") {
+                return Err(Status::method_not_allowed_for(&rt.info.resource, "watch"));
+            }
+            let output = negotiate::output(&accept, table_ok)?;
+            let opts = list_options(&query)?;
+            let list = fe.registry.list(&rt, ns, &opts, &|_| true).await?;
+            Ok(match &output {
+                Output::Json => respond::json(
+                    200,
+                    &list_to_value(&rt.info, list),
+                    render,
+                    "application/json",
+                ),
+                Output::Table(target) => {
+                    let mut meta = Map::new();
+                    meta.insert("resourceVersion".into(), json!(list.resource_version));
+                    if !list.continue_token.is_empty() {
+                        meta.insert("continue".into(), json!(list.continue_token));
+                    }
+                    if let Some(n) = list.remaining_item_count {
+                        meta.insert("remainingItemCount".into(), json!(n));
+                    }
+                    let t = table::table(&list.items, meta, include, target, true);
+                    respond::json(200, &t, render, "application/json")
+                }
+            })
+        }
+        (Method::GET | Method::HEAD, false) => {
+            let output = negotiate::output(&accept, table_ok)?;
+            let obj = fe
+                .registry
+                .get(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
+                .await?;
+            Ok(object_response(200, obj, &output, include, render))
+        }
+        (Method::POST, true) => {
+            let output = negotiate::output(&accept, false)?;
+            let opts = write_options(&query, "CreateOptions")?;
+            let body = json_body(fe, req).await?;
+            let obj = fe.registry.create(&rt, ns, body, &opts).await?;
+            Ok(object_response(201, obj, &output, include, render))
+        }
+        (Method::PUT, false) => {
+            let output = negotiate::output(&accept, false)?;
+            let opts = write_options(&query, "UpdateOptions")?;
+            let body = json_body(fe, req).await?;
+            let obj = fe.registry.update(&rt, ns, name, body, &opts).await?;
+            Ok(object_response(200, obj, &output, include, render))
+        }
+        (Method::PATCH, false) => {
+            let output = negotiate::output(&accept, false)?;
+            let opts = write_options(&query, "PatchOptions")?;
+            if query.has("force") && query.bool("force") {
+                return Err(Status::invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    &[strata_object::field::FieldError::forbidden(
+                        "force",
+                        "may not be specified for non-apply patch",
+                    )],
+                ));
+            }
+            let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
+            let essence = strata_codec::MediaType::parse(&content_type)
+                .map(|m| m.essence)
+                .unwrap_or_default();
+            if essence != "application/merge-patch+json" {
+                return Err(Status::unsupported_media_type(&[
+                    "application/merge-patch+json",
+                ]));
+            }
+            let bytes = body_bytes(fe, req).await?;
+            let patch = strata_codec::json::decode(&bytes)
+                .map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?;
+            let obj = fe.registry.merge_patch(&rt, ns, name, patch, &opts).await?;
+            Ok(object_response(200, obj, &output, include, render))
+        }
+        (Method::DELETE, false) => {
+            let output = negotiate::output(&accept, false)?;
+            let opts = delete_options(fe, req, &query).await?;
+            let deleted = fe.registry.delete(&rt, ns, name, &opts).await?;
+            Ok(object_response(
+                200,
+                deleted.object,
+                &output,
+                include,
+                render,
+            ))
+        }
+        (Method::DELETE, true) => {
+            if !rt.info.has_verb(strata_object::Verb::DeleteCollection) {
+                return Err(Status::method_not_allowed_for(
+                    &rt.info.resource,
+                    "deletecollection",
+                ));
+            }
+            negotiate::output(&accept, false)?;
+            let list_opts = list_options(&query)?;
+            let opts = delete_options(fe, req, &query).await?;
+            let status = fe
+                .registry
+                .delete_collection(&rt, ns, &list_opts, &opts, &|_| true)
+                .await?;
+            Ok(respond::json(
+                200,
+                &status.to_value(),
+                render,
+                "application/json",
+            ))
+        }
+        _ => Err(Status::method_not_allowed()),
+    }
+}
+
+/// DeleteOptions from a JSON body (when present) or the query string.
+async fn delete_options(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    query: &Query,
+) -> Result<DeleteOptions, Status> {
+    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
+    let bytes = body_bytes(fe, req).await?;
+    let mut body = Map::new();
+    if !bytes.iter().all(u8::is_ascii_whitespace) {
+        negotiate::check_body_type(&content_type)?;
+        match strata_codec::json::decode(&bytes).map_err(|e| Status::bad_request(e.to_string()))? {
+            Value::Object(m) => body = m,
+            _ => return Err(Status::bad_request("DeleteOptions must be a JSON object")),
+        }
+    }
+    let field_str = |k: &str| body.get(k).and_then(Value::as_str).map(String::from);
+    let policy =
+        field_str("propagationPolicy").or_else(|| query.get("propagationPolicy").map(String::from));
+    if let Some(p) = policy.as_deref() {
+        if !matches!(p, "Orphan" | "Background" | "Foreground") {
+            return Err(Status::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                &[strata_object::field::FieldError::not_supported(
+                    "propagationPolicy",
+                    p,
+                    &["Foreground", "Background", "Orphan", "nil"],
+                )],
+            ));
+        }
+    }
+    query.int("gracePeriodSeconds")?;
+    let body_dry_run: Vec<String> = match body.get("dryRun") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
+        Some(_) => return Err(Status::bad_request("dryRun must be a list of strings")),
+    };
+    let preconditions = body.get("preconditions").and_then(Value::as_object);
+    let pre = |k: &str| {
+        preconditions
+            .and_then(|p| p.get(k))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    Ok(DeleteOptions {
+        dry_run: dry_run(query, &body_dry_run, "DeleteOptions")?,
+        precondition_uid: pre("uid"),
+        precondition_resource_version: pre("resourceVersion"),
+    })
+}
+
+async fn subresource(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    rt: &RegisteredType,
+    info: &RequestInfo,
+    accept: &str,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    let sub = rt
+        .info
+        .subresource(&info.subresource)
+        .ok_or_else(Status::path_not_found)?;
+    // Reading a namespace's status is reading the namespace.
+    if sub.name == "status" && req.method() == Method::GET {
+        let output = negotiate::output(accept, rt.info.supports_table)?;
+        let obj = fe.registry.get(rt, &info.namespace, &info.name, "").await?;
+        return Ok(object_response(
+            200,
+            obj,
+            &output,
+            IncludeObject::Metadata,
+            render,
+        ));
+    }
+    Err(Status::method_not_allowed_for(
+        &format!("{}/{}", rt.info.resource, sub.name),
+        &req.method().as_str().to_ascii_lowercase(),
+    ))
+}

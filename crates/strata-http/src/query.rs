@@ -1,0 +1,124 @@
+//! Query strings: percent-decoding and the typed parameters of the API, parsed as Kubernetes
+//! parses them (Go-style booleans, strict integers).
+
+use strata_object::Status;
+
+/// The decoded `key=value` pairs of a query string, in order. Empty pairs (`?&a=b`) are skipped.
+#[derive(Clone, Debug, Default)]
+pub struct Query(Vec<(String, String)>);
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Query {
+    pub fn parse(raw: Option<&str>) -> Self {
+        let mut pairs = Vec::new();
+        for part in raw.unwrap_or("").split('&') {
+            if part.is_empty() {
+                continue;
+            }
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            pairs.push((percent_decode(k), percent_decode(v)));
+        }
+        Self(pairs)
+    }
+
+    /// The first value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `key`.
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == key)
+    }
+
+    pub fn string(&self, key: &str) -> String {
+        self.get(key).unwrap_or("").to_string()
+    }
+
+    /// A boolean as the API reads it: absent, `false` (any case) and `0` are false; anything
+    /// else, including an empty value, is true.
+    pub fn bool(&self, key: &str) -> bool {
+        match self.get(key) {
+            None => false,
+            Some(v) => !matches!(v.to_ascii_lowercase().as_str(), "false" | "0"),
+        }
+    }
+
+    /// An integer parameter; a value that does not parse is a 400.
+    pub fn int(&self, key: &str) -> Result<Option<i64>, Status> {
+        match self.get(key) {
+            None | Some("") => Ok(None),
+            Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
+                Status::bad_request(format!(
+                    "invalid value for query parameter {key}: strconv.ParseInt: parsing {v:?}: invalid syntax"
+                ))
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_go_style_booleans_and_leading_ampersand() {
+        let q = Query::parse(Some(
+            "&watch=True&pretty&x=0&fieldSelector=metadata.name%3Dfoo",
+        ));
+        assert!(q.bool("watch"));
+        assert!(q.bool("pretty"));
+        assert!(!q.bool("x"));
+        assert!(!q.bool("missing"));
+        assert_eq!(q.get("fieldSelector"), Some("metadata.name=foo"));
+    }
+
+    #[test]
+    fn integers_must_parse() {
+        let q = Query::parse(Some("limit=abc&n=5"));
+        assert_eq!(q.int("limit").unwrap_err().code, 400);
+        assert_eq!(q.int("n").unwrap(), Some(5));
+        assert_eq!(q.int("none").unwrap(), None);
+    }
+
+    #[test]
+    fn percent_sequences() {
+        let q = Query::parse(Some("a=%41%zz%4&b=1+2"));
+        assert_eq!(q.get("a"), Some("A%zz%4"));
+        assert_eq!(q.get("b"), Some("1 2"));
+    }
+}

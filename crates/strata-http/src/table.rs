@@ -1,0 +1,83 @@
+//! The Table representation (spec §2.6): the default `Name` / `Created At` columns, rows with the
+//! object as `includeObject` asks.
+
+use serde_json::{json, Map, Value};
+use strata_object::{Object, Status};
+
+/// Which `object` each row carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    pub fn parse(s: &str) -> Result<Self, Status> {
+        match s {
+            "" | "Metadata" => Ok(Self::Metadata),
+            "None" => Ok(Self::None),
+            "Object" => Ok(Self::Object),
+            other => Err(Status::bad_request(format!(
+                "Unable to convert to Table as requested: includeObject: Invalid value: {other:?}: must be 'Metadata', 'Object', 'None', or empty"
+            ))),
+        }
+    }
+}
+
+/// The Table group and version a client asked for, echoed in the answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableTarget {
+    pub group: String,
+    pub version: String,
+}
+
+impl TableTarget {
+    fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+}
+
+fn columns() -> Value {
+    json!([
+        {"name": "Name", "type": "string", "format": "name", "description": "The object's name, unique within its namespace and kind.", "priority": 0},
+        {"name": "Created At", "type": "date", "format": "", "description": "When the server created the object.", "priority": 0},
+    ])
+}
+
+fn row(obj: &Object, include: IncludeObject, target: &TableTarget) -> Value {
+    let created = match obj.creation_timestamp() {
+        "" => Value::Null,
+        t => json!(t),
+    };
+    let mut r = json!({"cells": [obj.name(), created]});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            r["object"] = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": target.api_version(),
+                "metadata": obj.metadata().cloned().unwrap_or_default(),
+            });
+        }
+        IncludeObject::Object => r["object"] = obj.clone().into_value(),
+    }
+    r
+}
+
+/// A Table of `objects` with list metadata `meta`.
+pub fn table(
+    objects: &[Object],
+    meta: Map<String, Value>,
+    include: IncludeObject,
+    target: &TableTarget,
+    with_columns: bool,
+) -> Value {
+    json!({
+        "kind": "Table",
+        "apiVersion": target.api_version(),
+        "metadata": meta,
+        "columnDefinitions": if with_columns { columns() } else { Value::Null },
+        "rows": objects.iter().map(|o| row(o, include, target)).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,149 @@
+//! Strategies: the few behaviours particular to a kind (defaulting, field resets, validation),
+//! plugged into the generic REST code. A kind with no special needs uses [`DefaultStrategy`].
+
+use serde_json::{json, Map, Value};
+use strata_object::field::FieldError;
+use strata_object::Object;
+
+/// Kind-specific hooks of the write path. Every hook has a neutral default.
+pub trait Strategy: Send + Sync + 'static {
+    /// Normalizes a new object before validation (status resets, defaults).
+    fn prepare_for_create(&self, _obj: &mut Object) {}
+
+    /// Normalizes an update of `old` into `new` before validation.
+    fn prepare_for_update(&self, _new: &mut Object, _old: &Object) {}
+
+    /// Kind-specific validation beyond object metadata.
+    fn validate(&self, _obj: &Object) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Why deleting this object is refused outright, if it is.
+    fn forbid_delete(&self, _obj: &Object) -> Option<String> {
+        None
+    }
+}
+
+/// The strategy of kinds with no special behaviour.
+#[derive(Debug, Default)]
+pub struct DefaultStrategy;
+
+impl Strategy for DefaultStrategy {}
+
+/// ServiceAccounts: secret references are kept to their names only.
+#[derive(Debug, Default)]
+pub struct ServiceAccountStrategy;
+
+impl ServiceAccountStrategy {
+    fn clean_secret_references(obj: &mut Object) {
+        if let Some(Value::Array(secrets)) = obj.as_map_mut().get_mut("secrets") {
+            for s in secrets.iter_mut() {
+                if let Value::Object(m) = s {
+                    let name = m.get("name").cloned();
+                    m.clear();
+                    if let Some(n) = name {
+                        m.insert("name".into(), n);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Strategy for ServiceAccountStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        Self::clean_secret_references(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        Self::clean_secret_references(new);
+    }
+}
+
+/// Namespaces: phase and finalizers are the server's; the name label is defaulted.
+#[derive(Debug, Default)]
+pub struct NamespaceStrategy;
+
+/// The finalizer the server's namespace lifecycle owns.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";
+/// The label every namespace carries with its own name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// Namespaces the server refuses to delete.
+pub const UNDELETABLE_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+impl NamespaceStrategy {
+    fn default_name_label(obj: &mut Object) {
+        let name = obj.name().to_string();
+        if name.is_empty() {
+            return;
+        }
+        let meta = obj.metadata_mut();
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !labels.is_object() {
+            *labels = Value::Object(Map::new());
+        }
+        if let Value::Object(l) = labels {
+            l.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
+        }
+    }
+}
+
+impl Strategy for NamespaceStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        let map = obj.as_map_mut();
+        map.insert("status".into(), json!({"phase": "Active"}));
+        let spec = map.entry("spec").or_insert_with(|| json!({}));
+        if !spec.is_object() {
+            *spec = json!({});
+        }
+        if let Value::Object(spec) = spec {
+            let finalizers = spec
+                .entry("finalizers")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if !finalizers.is_array() {
+                *finalizers = Value::Array(Vec::new());
+            }
+            if let Value::Array(f) = finalizers {
+                if !f.iter().any(|v| v == NAMESPACE_FINALIZER) {
+                    f.push(Value::String(NAMESPACE_FINALIZER.into()));
+                }
+            }
+        }
+        Self::default_name_label(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, old: &Object) {
+        // The main resource cannot change finalizers or status: those belong to the
+        // `finalize` and `status` sub-resources.
+        let old_spec_finalizers = old
+            .as_map()
+            .get("spec")
+            .and_then(|s| s.get("finalizers"))
+            .cloned();
+        let old_status = old.as_map().get("status").cloned();
+        let map = new.as_map_mut();
+        let spec = map.entry("spec").or_insert_with(|| json!({}));
+        if !spec.is_object() {
+            *spec = json!({});
+        }
+        if let Value::Object(spec) = spec {
+            match old_spec_finalizers {
+                Some(f) => spec.insert("finalizers".into(), f),
+                None => spec.remove("finalizers"),
+            };
+        }
+        match old_status {
+            Some(s) => map.insert("status".into(), s),
+            None => map.remove("status"),
+        };
+        Self::default_name_label(new);
+    }
+
+    fn forbid_delete(&self, obj: &Object) -> Option<String> {
+        UNDELETABLE_NAMESPACES
+            .contains(&obj.name())
+            .then(|| "this namespace may not be deleted".to_string())
+    }
+}

@@ -1,0 +1,200 @@
+//! Command-line configuration of `strata serve`, with flags spelled like kube-apiserver's where
+//! one exists.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which storage engine backs the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// RocksDB in `--data-dir` (the default): durable.
+    RocksDb,
+    /// Memory only: everything is lost at exit. For experiments and tests.
+    Memory,
+}
+
+/// The settings of one server.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub backend: Backend,
+    /// How much change history is kept (`--history-retention`, default 5m).
+    pub history_retention: Duration,
+    /// How often compaction runs (`--etcd-compaction-interval`, default 5m).
+    pub compaction_interval: Duration,
+    pub feature_gates: BTreeMap<String, bool>,
+    /// How long in-flight requests may take to finish at shutdown.
+    pub shutdown_drain: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            data_dir: PathBuf::from("strata-data"),
+            backend: Backend::RocksDb,
+            history_retention: Duration::from_secs(300),
+            compaction_interval: Duration::from_secs(300),
+            feature_gates: BTreeMap::new(),
+            shutdown_drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Feature gates the server knows, with their defaults.
+pub const KNOWN_GATES: [(&str, bool); 4] = [
+    ("APIResponseCompression", true),
+    ("CBORServingAndStorage", false),
+    ("AllowUnsafeMalformedObjectDeletion", false),
+    ("WatchList", true),
+];
+
+pub const USAGE: &str = "\
+usage: strata serve [flags]
+
+flags:
+  --listen ADDR                     address to serve on (default 127.0.0.1:6443)
+  --data-dir DIR                    where the embedded store keeps its data (default ./strata-data)
+  --storage-backend rocksdb|memory  storage engine (default rocksdb)
+  --history-retention DURATION      change history kept for watches and lists (default 5m)
+  --etcd-compaction-interval DURATION
+                                    how often old history is compacted (default 5m)
+  --feature-gates K=V[,K=V]         e.g. APIResponseCompression=false
+  --shutdown-drain DURATION         time allowed for requests in flight at shutdown (default 10s)
+";
+
+/// Parses a Go-style duration: `300ms`, `5s`, `5m`, `1h30m`; a bare number means seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?}");
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(bad)?;
+        let (num, tail) = rest.split_at(digits);
+        let value: f64 = num.parse().map_err(|_| bad())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += Duration::from_secs_f64(value * scale);
+        rest = tail;
+    }
+    Ok(total)
+}
+
+impl Config {
+    /// Parses the arguments after `serve`.
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let mut c = Config::default();
+        for (gate, on) in KNOWN_GATES {
+            c.feature_gates.insert(gate.into(), on);
+        }
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if arg.starts_with("--") => (f.to_string(), Some(v.to_string())),
+                _ => (arg.clone(), None),
+            };
+            let mut value = || -> Result<String, String> {
+                match &inline {
+                    Some(v) => Ok(v.clone()),
+                    None => it.next().cloned().ok_or(format!("{flag} needs a value")),
+                }
+            };
+            match flag.as_str() {
+                "--listen" | "--bind-address" => {
+                    let v = value()?;
+                    c.listen = v.parse().map_err(|_| format!("invalid address {v:?}"))?;
+                }
+                "--data-dir" => c.data_dir = PathBuf::from(value()?),
+                "--storage-backend" => {
+                    c.backend = match value()?.as_str() {
+                        "rocksdb" => Backend::RocksDb,
+                        "memory" => Backend::Memory,
+                        other => return Err(format!("unknown storage backend {other:?}")),
+                    }
+                }
+                "--history-retention" => c.history_retention = parse_duration(&value()?)?,
+                "--etcd-compaction-interval" => c.compaction_interval = parse_duration(&value()?)?,
+                "--shutdown-drain" => c.shutdown_drain = parse_duration(&value()?)?,
+                "--feature-gates" => {
+                    for pair in value()?.split(',').filter(|p| !p.is_empty()) {
+                        let (k, v) = pair
+                            .split_once('=')
+                            .ok_or(format!("invalid feature gate {pair:?}"))?;
+                        let on = match v.to_ascii_lowercase().as_str() {
+                            "true" => true,
+                            "false" => false,
+                            _ => return Err(format!("invalid value for feature gate {k}: {v:?}")),
+                        };
+                        if !KNOWN_GATES.iter().any(|(g, _)| *g == k) {
+                            return Err(format!("unrecognized feature gate: {k}"));
+                        }
+                        c.feature_gates.insert(k.into(), on);
+                    }
+                }
+                "-h" | "--help" => return Err(String::new()),
+                other => return Err(format!("unknown flag {other:?}")),
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn gate(&self, name: &str) -> bool {
+        self.feature_gates.get(name).copied().unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn flags() {
+        let args: Vec<String> = [
+            "--listen=127.0.0.1:0",
+            "--data-dir",
+            "/tmp/x",
+            "--feature-gates",
+            "APIResponseCompression=false",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let c = Config::from_args(&args).unwrap();
+        assert_eq!(c.listen.port(), 0);
+        assert!(!c.gate("APIResponseCompression"));
+        assert!(Config::from_args(&["--bogus".into()]).is_err());
+        assert!(Config::from_args(&["--feature-gates=Nope=true".into()]).is_err());
+    }
+}

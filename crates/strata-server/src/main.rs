@@ -1,0 +1,68 @@
+//! The `strata` binary: `strata serve [flags]`.
+
+use strata_server::{Config, Server};
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = match args.split_first() {
+        Some((cmd, rest)) if cmd == "serve" => Config::from_args(rest),
+        Some((cmd, _)) if cmd == "-h" || cmd == "--help" || cmd == "help" => Err(String::new()),
+        Some((cmd, _)) => Err(format!("unknown command {cmd:?}")),
+        None => Err(String::new()),
+    };
+    let config = match config {
+        Ok(c) => c,
+        Err(msg) => {
+            if !msg.is_empty() {
+                eprintln!("strata: {msg}");
+            }
+            eprint!("{}", strata_server::config::USAGE);
+            std::process::exit(2);
+        }
+    };
+    let server = match Server::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Some(addr) = server.local_addr() {
+        tracing::info!(%addr, "serving");
+        // A machine-readable line for scripts and tests that start on port 0.
+        println!("strata: listening on http://{addr}");
+    }
+    server.run(shutdown_signal()).await;
+    tracing::info!("stopped");
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,570 @@
+//! The ServiceAccount and Namespace API over JSON, driven with raw HTTP against the real binary.
+
+mod common;
+
+use common::{assert_status, TestServer};
+use serde_json::json;
+
+const SA: &str = "/api/v1/namespaces/default/serviceaccounts";
+
+#[tokio::test]
+async fn service_account_lifecycle() {
+    let s = TestServer::start();
+    // Create without kind/apiVersion, as the Python client sends it.
+    let r = s
+        .post_json(SA, &json!({"metadata": {"name": "robot"}}))
+        .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let created = r.json();
+    assert_eq!(created["kind"], "ServiceAccount");
+    assert_eq!(created["apiVersion"], "v1");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert!(!created["metadata"]["uid"].as_str().unwrap().is_empty());
+    assert!(created["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
+    let rv1 = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let got = s.get(&format!("{SA}/robot")).await;
+    assert_eq!(got.code(), 200);
+    assert_eq!(got.json(), created);
+    assert_eq!(got.header("content-type"), "application/json");
+
+    // PUT with the current resourceVersion replaces; a stale one conflicts.
+    let mut replacement = created.clone();
+    replacement["automountServiceAccountToken"] = json!(false);
+    let r = s.put_json(&format!("{SA}/robot"), &replacement).await;
+    assert_eq!(r.code(), 200);
+    let updated = r.json();
+    assert_eq!(updated["automountServiceAccountToken"], false);
+    assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_ne!(updated["metadata"]["resourceVersion"], rv1.as_str());
+    let r = s.put_json(&format!("{SA}/robot"), &replacement).await;
+    assert_status(&r, 409, "Conflict");
+
+    // An update that changes nothing keeps the resourceVersion.
+    let r = s.put_json(&format!("{SA}/robot"), &updated).await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(
+        r.json()["metadata"]["resourceVersion"],
+        updated["metadata"]["resourceVersion"]
+    );
+
+    // Merge patch.
+    let r = s
+        .send(
+            "PATCH",
+            &format!("{SA}/robot"),
+            Some(br#"{"metadata":{"labels":{"team":"a"}},"secrets":[{"name":"tok","kind":"Secret"}]}"#),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let patched = r.json();
+    assert_eq!(patched["metadata"]["labels"]["team"], "a");
+    // Secret references are reduced to their names.
+    assert_eq!(patched["secrets"], json!([{"name": "tok"}]));
+
+    // The other patch types come later; they are refused cleanly.
+    let r = s
+        .send(
+            "PATCH",
+            &format!("{SA}/robot"),
+            Some(b"[]"),
+            &[("content-type", "text/plain")],
+        )
+        .await;
+    assert_status(&r, 415, "UnsupportedMediaType");
+
+    let r = s.delete(&format!("{SA}/robot")).await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(r.json()["metadata"]["name"], "robot");
+    let r = s.get(&format!("{SA}/robot")).await;
+    assert_status(&r, 404, "NotFound");
+    assert_eq!(r.json()["details"]["kind"], "serviceaccounts");
+    assert_eq!(r.json()["message"], "serviceaccounts \"robot\" not found");
+    // The name is free again.
+    let r = s
+        .post_json(SA, &json!({"metadata": {"name": "robot"}}))
+        .await;
+    assert_eq!(r.code(), 201);
+}
+
+#[tokio::test]
+async fn lists_in_a_namespace_and_across_namespaces() {
+    let s = TestServer::start();
+    let r = s
+        .post_json(
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": "other"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201);
+    for (ns, name) in [("default", "a"), ("default", "b"), ("other", "c")] {
+        let r = s
+            .post_json(
+                &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+                &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
+            )
+            .await;
+        assert_eq!(r.code(), 201);
+    }
+    let list = s.get(SA).await.json();
+    assert_eq!(list["kind"], "ServiceAccountList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert!(list["metadata"]["resourceVersion"].is_string());
+    let names: Vec<_> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("a"), json!("b")]);
+    assert!(
+        list["items"][0].get("kind").is_none(),
+        "items carry no type fields"
+    );
+
+    let all = s.get("/api/v1/serviceaccounts").await.json();
+    assert_eq!(all["items"].as_array().unwrap().len(), 3);
+
+    // Chunks: limit, continue, remainingItemCount; one snapshot across chunks.
+    let first = s.get("/api/v1/serviceaccounts?limit=2").await.json();
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    assert_eq!(first["metadata"]["remainingItemCount"], 1);
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    s.post_json(SA, &json!({"metadata": {"name": "z-late"}}))
+        .await;
+    let second = s
+        .get(&format!("/api/v1/serviceaccounts?limit=2&continue={token}"))
+        .await
+        .json();
+    assert_eq!(second["items"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    assert!(second["metadata"].get("continue").is_none());
+    assert!(second["metadata"].get("remainingItemCount").is_none());
+    let r = s
+        .get("/api/v1/serviceaccounts?limit=2&continue=bogus")
+        .await;
+    assert_status(&r, 400, "BadRequest");
+
+    let empty = s
+        .get("/api/v1/namespaces/kube-public/serviceaccounts")
+        .await
+        .json();
+    assert_eq!(empty["items"], json!([]));
+}
+
+#[tokio::test]
+async fn generate_name_yields_unique_names() {
+    let s = TestServer::start();
+    let mut names = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let r = s
+            .post_json(SA, &json!({"metadata": {"generateName": "gen-"}}))
+            .await;
+        assert_eq!(r.code(), 201);
+        let name = r.json()["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+        assert!(names.insert(name));
+    }
+}
+
+#[tokio::test]
+async fn errors_are_statuses_with_kubernetes_reasons() {
+    let s = TestServer::start();
+    let r = s.post_json(SA, &json!({"metadata": {"name": "dup"}})).await;
+    assert_eq!(r.code(), 201);
+    assert_status(
+        &s.post_json(SA, &json!({"metadata": {"name": "dup"}})).await,
+        409,
+        "AlreadyExists",
+    );
+    // A missing namespace.
+    let r = s
+        .post_json(
+            "/api/v1/namespaces/nope/serviceaccounts",
+            &json!({"metadata": {"name": "x"}}),
+        )
+        .await;
+    assert_status(&r, 404, "NotFound");
+    assert_eq!(r.json()["details"]["kind"], "namespaces");
+    // Invalid names.
+    let r = s
+        .post_json(SA, &json!({"metadata": {"name": "Not_Valid"}}))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    let v = r.json();
+    assert_eq!(v["details"]["kind"], "ServiceAccount");
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.name");
+    let r = s.post_json(SA, &json!({"metadata": {}})).await;
+    assert_status(&r, 422, "Invalid");
+    let r = s
+        .post_json("/api/v1/namespaces", &json!({"metadata": {"name": "a.b"}}))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    // Body contradicting the URL.
+    let r = s
+        .post_json(
+            SA,
+            &json!({"metadata": {"name": "x", "namespace": "kube-system"}}),
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    let r = s
+        .put_json(
+            &format!("{SA}/dup"),
+            &json!({"metadata": {"name": "other"}}),
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    let r = s
+        .post_json(SA, &json!({"apiVersion": "v2", "metadata": {"name": "x"}}))
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    // Malformed bodies.
+    for body in [&b"{"[..], b"[1,2]", b"", b"{\"metadata\": {\"name\": 5}}"] {
+        let r = s
+            .send(
+                "POST",
+                SA,
+                Some(body),
+                &[("content-type", "application/json")],
+            )
+            .await;
+        assert_status(&r, 400, "BadRequest");
+    }
+    // Oversize body.
+    // The server answers before reading the rest, so speak raw HTTP to see the answer.
+    let head = raw_exchange(
+        &s.addr,
+        &format!(
+            "POST {SA} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{{",
+            3 * 1024 * 1024 + 10
+        ),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    assert!(head.contains("RequestEntityTooLarge"), "{head}");
+    // Unsupported request and response types.
+    let r = s
+        .send(
+            "POST",
+            SA,
+            Some(b"x"),
+            &[("content-type", "application/x-www-form-urlencoded")],
+        )
+        .await;
+    assert_status(&r, 415, "UnsupportedMediaType");
+    let r = s.send("GET", SA, None, &[("accept", "text/html")]).await;
+    assert_status(&r, 406, "NotAcceptable");
+    // Unknown paths and methods.
+    assert_status(&s.get("/api/v1/widgets").await, 404, "NotFound");
+    assert_status(
+        &s.get("/apis/example.com/v1/widgets").await,
+        404,
+        "NotFound",
+    );
+    assert_eq!(s.get("/nothing-here").await.code(), 404);
+    assert_status(
+        &s.send("POST", &format!("{SA}/dup"), Some(b"{}"), &[]).await,
+        405,
+        "MethodNotAllowed",
+    );
+    assert_status(
+        &s.send("DELETE", "/api/v1/namespaces", None, &[]).await,
+        405,
+        "MethodNotAllowed",
+    );
+    // Bad query parameters.
+    assert_status(&s.get(&format!("{SA}?limit=ten")).await, 400, "BadRequest");
+    assert_status(
+        &s.get(&format!("{SA}?resourceVersionMatch=Exact")).await,
+        422,
+        "Invalid",
+    );
+    assert_status(
+        &s.send("POST", &format!("{SA}?dryRun=Sometimes"), Some(b"{}"), &[])
+            .await,
+        422,
+        "Invalid",
+    );
+    // None of that lost the object that exists.
+    assert_eq!(s.get(&format!("{SA}/dup")).await.code(), 200);
+}
+
+/// Writes `request` on a fresh connection and returns what the server answers first.
+async fn raw_exchange(addr: &str, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 8192];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), conn.read(&mut buf))
+        .await
+        .expect("answer in time")
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn query_strings_parse_like_kubernetes() {
+    let s = TestServer::start();
+    // A leading `&` is tolerated; `pretty=True` indents.
+    let r = s.get(&format!("{SA}?&pretty=True")).await;
+    assert_eq!(r.code(), 200);
+    assert!(
+        r.body.starts_with(b"{\n  \""),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    // Dry run stores nothing.
+    let r = s
+        .post_json(
+            &format!("{SA}?dryRun=All"),
+            &json!({"metadata": {"name": "ghost"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201);
+    assert_eq!(r.json()["metadata"]["name"], "ghost");
+    assert_status(&s.get(&format!("{SA}/ghost")).await, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn namespaces_crud() {
+    let s = TestServer::start();
+    for ns in ["default", "kube-system", "kube-public"] {
+        let r = s.get(&format!("/api/v1/namespaces/{ns}")).await;
+        assert_eq!(r.code(), 200, "{ns} exists from the start");
+    }
+    let r = s
+        .post_json(
+            "/api/v1/namespaces",
+            &json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "team-a"}, "spec": {}, "status": {}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201);
+    let ns = r.json();
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team-a"
+    );
+    assert!(ns["metadata"].get("namespace").is_none());
+
+    let mut changed = ns.clone();
+    changed["metadata"]["labels"]["env"] = json!("dev");
+    changed["status"]["phase"] = json!("Terminating");
+    let r = s.put_json("/api/v1/namespaces/team-a", &changed).await;
+    assert_eq!(r.code(), 200);
+    let v = r.json();
+    assert_eq!(v["metadata"]["labels"]["env"], "dev");
+    assert_eq!(
+        v["status"]["phase"], "Active",
+        "status is not writable through the main resource"
+    );
+
+    let list = s.get("/api/v1/namespaces").await.json();
+    assert_eq!(list["kind"], "NamespaceList");
+    assert!(list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["metadata"]["name"] == "team-a"));
+
+    // A namespace takes its contents along.
+    s.post_json(
+        "/api/v1/namespaces/team-a/serviceaccounts",
+        &json!({"metadata": {"name": "x"}}),
+    )
+    .await;
+    assert_eq!(s.delete("/api/v1/namespaces/team-a").await.code(), 200);
+    assert_status(&s.get("/api/v1/namespaces/team-a").await, 404, "NotFound");
+    let all = s.get("/api/v1/serviceaccounts").await.json();
+    assert!(all["items"].as_array().unwrap().is_empty());
+    assert_status(
+        &s.delete("/api/v1/namespaces/default").await,
+        403,
+        "Forbidden",
+    );
+}
+
+#[tokio::test]
+async fn deletecollection_returns_status() {
+    let s = TestServer::start();
+    for n in ["a", "b", "c"] {
+        s.post_json(SA, &json!({"metadata": {"name": n}})).await;
+    }
+    let r = s.delete(SA).await;
+    assert_eq!(r.code(), 200);
+    let v = r.json();
+    assert_eq!(v["kind"], "Status");
+    assert_eq!(v["status"], "Success");
+    assert!(s.get(SA).await.json()["items"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn finalizers_hold_objects_until_removed() {
+    let s = TestServer::start();
+    let r = s
+        .post_json(
+            SA,
+            &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201);
+    let r = s.delete(&format!("{SA}/held")).await;
+    assert_eq!(r.code(), 200);
+    let marked = r.json();
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(s.get(&format!("{SA}/held")).await.code(), 200);
+    let r = s
+        .send(
+            "PATCH",
+            &format!("{SA}/held"),
+            Some(br#"{"metadata":{"finalizers":null}}"#),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_status(&s.get(&format!("{SA}/held")).await, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn discovery_and_openapi() {
+    let s = TestServer::start();
+    let agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+    let r = s.send("GET", "/api", None, &[("accept", agg)]).await;
+    assert_eq!(
+        r.header("content-type"),
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    let v = r.json();
+    assert_eq!(v["kind"], "APIGroupDiscoveryList");
+    let resources = &v["items"][0]["versions"][0]["resources"];
+    let sa = resources
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "serviceaccounts")
+        .unwrap();
+    assert_eq!(sa["scope"], "Namespaced");
+    assert_eq!(sa["shortNames"], json!(["sa"]));
+    assert_eq!(
+        sa["subresources"][0]["responseKind"]["kind"],
+        "TokenRequest"
+    );
+    let r = s.send("GET", "/apis", None, &[("accept", agg)]).await;
+    assert_eq!(r.json()["items"], json!([]));
+
+    let legacy = s
+        .send("GET", "/api", None, &[("accept", "application/json, */*")])
+        .await;
+    assert_eq!(legacy.header("content-type"), "application/json");
+    assert_eq!(legacy.json()["versions"], json!(["v1"]));
+    assert_eq!(s.get("/apis").await.json()["kind"], "APIGroupList");
+    let v1 = s.get("/api/v1").await.json();
+    assert_eq!(v1["kind"], "APIResourceList");
+    let ns = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "namespaces")
+        .unwrap();
+    assert_eq!(ns["namespaced"], false);
+    assert_eq!(ns["shortNames"], json!(["ns"]));
+
+    let index = s.get("/openapi/v3").await.json();
+    let url = index["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let doc = s.get(&url).await.json();
+    let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/serviceaccounts/{name}"]["patch"];
+    let params: Vec<_> = patch["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].clone())
+        .collect();
+    for p in ["dryRun", "fieldManager", "fieldValidation", "force"] {
+        assert!(params.contains(&json!(p)), "{p} missing");
+    }
+    assert!(
+        doc["components"]["schemas"]["io.k8s.api.core.v1.ServiceAccount"]["properties"]["secrets"]
+            ["x-kubernetes-patch-merge-key"]
+            == "name"
+    );
+
+    for path in ["/version", "/version/"] {
+        let v = s.get(path).await.json();
+        assert_eq!(v["major"], "1");
+        assert!(v["gitVersion"].is_string());
+    }
+    for path in ["/healthz", "/livez", "/readyz"] {
+        assert_eq!(s.get(path).await.code(), 200);
+    }
+}
+
+#[tokio::test]
+async fn tables_for_kubectl() {
+    let s = TestServer::start();
+    s.post_json(SA, &json!({"metadata": {"name": "t"}})).await;
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    let t = s.send("GET", SA, None, &[("accept", accept)]).await.json();
+    assert_eq!(t["kind"], "Table");
+    assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(t["columnDefinitions"][0]["name"], "Name");
+    assert_eq!(t["columnDefinitions"][1]["type"], "date");
+    assert_eq!(t["rows"][0]["cells"][0], "t");
+    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "default");
+    let t = s
+        .send(
+            "GET",
+            &format!("{SA}/t"),
+            None,
+            &[("accept", "application/json;as=Table;g=meta.svc.io;v=v1")],
+        )
+        .await
+        .json();
+    assert_eq!(t["apiVersion"], "meta.svc.io/v1");
+    assert_eq!(t["rows"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn restart_keeps_data_and_sigterm_is_graceful() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = TestServer::start_in(tmp.path(), &[]);
+    let r = s
+        .post_json(SA, &json!({"metadata": {"name": "kept"}}))
+        .await;
+    let rv: u64 = r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(s.terminate(), "SIGTERM ends the server cleanly");
+    let s = TestServer::start_in(tmp.path(), &[]);
+    assert_eq!(s.get(&format!("{SA}/kept")).await.code(), 200);
+    let r = s
+        .post_json(SA, &json!({"metadata": {"name": "after"}}))
+        .await;
+    let rv2: u64 = r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv2 > rv);
+}

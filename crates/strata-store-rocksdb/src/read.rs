@@ -1,0 +1,237 @@
+//! Reads at one revision over a RocksDB snapshot: `get`, `range` and the change feed. Not
+//! writes, not compaction.
+
+use std::sync::atomic::Ordering;
+
+use rocksdb::SnapshotWithThreadMode;
+use strata_store::{Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, StoreError};
+
+use crate::encoding::{
+    after_key_versions, decode_change, decode_record, decode_u64, history_key, is_tombstone,
+    split_history_key, CF_CHANGES, CF_HISTORY,
+};
+use crate::{db_err, Db, Iter, Shared};
+
+/// Versions of one key stepped over one by one before a range read seeks instead: after
+/// compaction most keys have one or two versions, and `next` is cheaper than a seek.
+const LINEAR_STEPS: usize = 4;
+
+/// A consistent view: a snapshot holding every write up to `current`, and none of the deletions
+/// made by compactions beyond `compacted`.
+pub(crate) struct View<'a> {
+    shared: &'a Shared,
+    snap: SnapshotWithThreadMode<'a, Db>,
+    current: u64,
+    compacted: u64,
+}
+
+impl<'a> View<'a> {
+    pub(crate) fn new(shared: &'a Shared) -> View<'a> {
+        // The order is the point. The writer commits before it publishes `current`, so reading
+        // `current` first means the snapshot holds every write up to it. Compaction publishes
+        // `compacted` before it deletes, so reading `compacted` last means that if it is still
+        // the old point, the snapshot predates any deletion for a newer one.
+        let current = shared.current.load(Ordering::SeqCst);
+        let snap = shared.db.snapshot();
+        let compacted = shared.compacted.load(Ordering::SeqCst);
+        View {
+            shared,
+            snap,
+            current,
+            compacted,
+        }
+    }
+
+    /// The revision to read at, or the error for one outside the retained history.
+    pub(crate) fn resolve(&self, revision: Option<Revision>) -> Result<u64> {
+        let rev = revision.map_or(self.current, Revision::get);
+        if rev < self.compacted {
+            return Err(StoreError::Compacted {
+                requested: Revision(rev),
+                compacted: Revision(self.compacted),
+            });
+        }
+        if rev > self.current {
+            return Err(StoreError::FutureRevision {
+                requested: Revision(rev),
+                current: Revision(self.current),
+            });
+        }
+        Ok(rev)
+    }
+
+    fn iter(&self, cf: &str) -> Result<Iter<'_>> {
+        Ok(self.snap.raw_iterator_cf(self.shared.cf(cf)?))
+    }
+
+    /// `key` as of `rev` (already resolved), `None` when absent then.
+    pub(crate) fn get(&self, key: &str, rev: u64) -> Result<Option<KeyValue>> {
+        let mut it = self.iter(CF_HISTORY)?;
+        match version_at(&mut it, key.as_bytes(), rev)? {
+            Some((mod_rev, raw)) => decode_record(&raw)?.into_kv(key.as_bytes(), mod_rev),
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn range(&self, req: &RangeRequest) -> Result<RangeResponse> {
+        let rev = self.resolve(req.revision)?;
+        let start = if req.start.is_empty() {
+            req.prefix.as_bytes()
+        } else if req.start.starts_with(&req.prefix) {
+            req.start.as_bytes()
+        } else {
+            return Err(StoreError::Invalid(format!(
+                "start key {:?} is outside prefix {:?}",
+                req.start, req.prefix
+            )));
+        };
+        let prefix = req.prefix.as_bytes();
+        let mut it = self.iter(CF_HISTORY)?;
+        it.seek(start);
+        let mut kvs = Vec::new();
+        let mut remaining = 0u64;
+        while it.valid() {
+            let key = split_history_key(current_key(&it)?)?.0.to_vec();
+            if key.as_slice() < start {
+                // Only when `start` is `<key> 0x00…`: the seek landed inside that key's versions.
+                it.seek(after_key_versions(&key));
+                continue;
+            }
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let Some((mod_rev, raw)) = group_version_at(&mut it, &key, rev)? else {
+                continue;
+            };
+            if req.limit == 0 || kvs.len() < req.limit {
+                if let Some(kv) = decode_record(&raw)?.into_kv(&key, mod_rev)? {
+                    kvs.push(kv);
+                }
+            } else if !is_tombstone(&raw)? {
+                remaining += 1;
+            }
+        }
+        it.status().map_err(db_err)?;
+        Ok(RangeResponse {
+            kvs,
+            revision: Revision(rev),
+            remaining,
+        })
+    }
+
+    pub(crate) fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+        if after.get() < self.compacted {
+            return Err(StoreError::Compacted {
+                requested: after,
+                compacted: Revision(self.compacted),
+            });
+        }
+        let mut events = Vec::new();
+        if after.get() >= self.current {
+            return Ok(events);
+        }
+        let mut feed = self.iter(CF_CHANGES)?;
+        let mut hist = self.iter(CF_HISTORY)?;
+        feed.seek(after.next().to_be_bytes());
+        while feed.valid() && (limit == 0 || events.len() < limit) {
+            let rev = decode_u64(current_key(&feed)?)?;
+            if rev > self.current {
+                // Committed but not yet published: it belongs to a later read.
+                break;
+            }
+            let (delete, key) = decode_change(current_value(&feed)?)?;
+            events.push(self.event(&mut hist, key, rev, delete)?);
+            feed.next();
+        }
+        feed.status().map_err(db_err)?;
+        Ok(events)
+    }
+
+    /// The event for the change of `key` at `rev`: the version written then and the one before.
+    fn event(&self, hist: &mut Iter<'_>, key: &[u8], rev: u64, delete: bool) -> Result<Event> {
+        let missing =
+            || StoreError::Corrupt(format!("change at revision {rev} has no history entry"));
+        let (found, raw) = version_at(hist, key, rev)?.ok_or_else(missing)?;
+        if found != rev {
+            return Err(missing());
+        }
+        let now = decode_record(&raw)?.into_kv(key, rev)?;
+        // The version before is the previous entry of the same key, if any.
+        hist.prev();
+        let prev = if hist.valid() {
+            match split_history_key(current_key(hist)?)? {
+                (k, prev_rev) if k == key => {
+                    decode_record(current_value(hist)?)?.into_kv(key, prev_rev)?
+                }
+                _ => None,
+            }
+        } else {
+            hist.status().map_err(db_err)?;
+            None
+        };
+        match (delete, now, prev) {
+            (false, Some(kv), prev) => Ok(Event::Put { kv, prev }),
+            (true, None, Some(prev)) => Ok(Event::Delete {
+                prev,
+                revision: Revision(rev),
+            }),
+            _ => Err(StoreError::Corrupt(format!(
+                "change at revision {rev} does not match the history of its key"
+            ))),
+        }
+    }
+}
+
+/// The newest version of `key` at or below `rev`: its revision and raw record.
+pub(crate) fn version_at(
+    it: &mut Iter<'_>,
+    key: &[u8],
+    rev: u64,
+) -> Result<Option<(u64, Vec<u8>)>> {
+    it.seek_for_prev(history_key(key, rev));
+    if !it.valid() {
+        it.status().map_err(db_err)?;
+        return Ok(None);
+    }
+    match split_history_key(current_key(it)?)? {
+        (k, found) if k == key => Ok(Some((found, current_value(it)?.to_vec()))),
+        _ => Ok(None),
+    }
+}
+
+/// Like [`version_at`], for an iterator standing on the first version of `key`; leaves it on the
+/// first entry of the next key.
+fn group_version_at(it: &mut Iter<'_>, key: &[u8], rev: u64) -> Result<Option<(u64, Vec<u8>)>> {
+    let mut best = None;
+    for step in 0.. {
+        if !it.valid() {
+            it.status().map_err(db_err)?;
+            return Ok(best);
+        }
+        let (k, found) = split_history_key(current_key(it)?)?;
+        if k != key {
+            return Ok(best);
+        }
+        if found > rev {
+            break;
+        }
+        if step == LINEAR_STEPS {
+            best = version_at(it, key, rev)?;
+            break;
+        }
+        best = Some((found, current_value(it)?.to_vec()));
+        it.next();
+    }
+    it.seek(after_key_versions(key));
+    Ok(best)
+}
+
+pub(crate) fn current_key<'i>(it: &'i Iter<'_>) -> Result<&'i [u8]> {
+    it.key()
+        .ok_or_else(|| StoreError::Unavailable("iterator lost its position".into()))
+}
+
+pub(crate) fn current_value<'i>(it: &'i Iter<'_>) -> Result<&'i [u8]> {
+    it.value()
+        .ok_or_else(|| StoreError::Unavailable("iterator lost its position".into()))
+}

@@ -1,0 +1,381 @@
+//! The HTTP pieces of `cargo xtask bench`: a closed-loop load generator (one keep-alive HTTP/1.1
+//! connection per client, requests sent back to back) and the trivial "hello" server that sets
+//! the ceiling. Neither knows anything about Strata beyond URL paths and bodies.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::Result;
+
+/// Longest a single request may take before it counts as an error and its connection is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every client of a scenario sends, over and over.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// `GET path`.
+    Get { path: String },
+    /// `POST` a new ServiceAccount named `bench-<client>-<seq>` into namespace `default`.
+    CreateServiceAccount,
+}
+
+/// One measured run: `clients` concurrent connections against `addr`.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub addr: SocketAddr,
+    pub clients: usize,
+    /// Client numbers start here, so object names stay unique across scenarios.
+    pub first_client: usize,
+    pub workload: Workload,
+    pub expect: StatusCode,
+    pub warmup: Duration,
+    pub measure: Duration,
+}
+
+/// What a scenario measured. Only requests that started after the warm-up and finished before
+/// the end count.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Responses with the expected status.
+    pub ok: u64,
+    /// Latencies of the `ok` responses, in nanoseconds, sorted.
+    pub latencies_ns: Vec<u64>,
+    /// Unexpected statuses and transport failures: kind → (count, first response body seen).
+    pub errors: BTreeMap<String, (u64, String)>,
+    pub measured: Duration,
+}
+
+impl Outcome {
+    /// Successful requests per second.
+    pub fn rps(&self) -> f64 {
+        self.ok as f64 / self.measured.as_secs_f64().max(f64::EPSILON)
+    }
+
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().map(|(n, _)| n).sum()
+    }
+
+    /// The nearest-rank percentile `p` (0–100) of successful latencies.
+    pub fn percentile(&self, p: f64) -> Option<Duration> {
+        percentile(&self.latencies_ns, p).map(Duration::from_nanos)
+    }
+
+    fn merge(&mut self, other: Outcome) {
+        self.ok += other.ok;
+        self.latencies_ns.extend(other.latencies_ns);
+        for (kind, (n, sample)) in other.errors {
+            let entry = self.errors.entry(kind).or_insert((0, sample));
+            entry.0 += n;
+        }
+    }
+
+    fn record_error(&mut self, kind: String, sample: String) {
+        self.errors.entry(kind).or_insert((0, sample)).0 += 1;
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Runs a scenario to completion: warm-up, then the measured window.
+pub async fn run(scenario: &Scenario) -> Outcome {
+    let start = Instant::now();
+    let warm_end = start + scenario.warmup;
+    let end = warm_end + scenario.measure;
+    let tasks: Vec<_> = (0..scenario.clients)
+        .map(|i| {
+            let client = scenario.first_client + i;
+            let scenario = scenario.clone();
+            tokio::spawn(async move { client_loop(&scenario, client, warm_end, end).await })
+        })
+        .collect();
+    let mut total = Outcome {
+        measured: scenario.measure,
+        ..Outcome::default()
+    };
+    for task in tasks {
+        match task.await {
+            Ok(outcome) => total.merge(outcome),
+            Err(e) => total.record_error("client task panicked".into(), e.to_string()),
+        }
+    }
+    total.latencies_ns.sort_unstable();
+    total
+}
+
+async fn client_loop(
+    scenario: &Scenario,
+    client: usize,
+    warm_end: Instant,
+    end: Instant,
+) -> Outcome {
+    let mut outcome = Outcome::default();
+    let mut sender: Option<SendRequest<Full<Bytes>>> = None;
+    let mut seq: u64 = 0;
+    while Instant::now() < end {
+        let Some(conn) = sender.as_mut() else {
+            match connect(scenario.addr).await {
+                Ok(s) => sender = Some(s),
+                Err(e) => {
+                    if Instant::now() >= warm_end {
+                        outcome.record_error(format!("connect: {e}"), String::new());
+                    }
+                    // Do not spin against a server that refuses connections.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            continue;
+        };
+        let request = build_request(&scenario.workload, scenario.addr, client, seq);
+        seq += 1;
+        let started = Instant::now();
+        let result = tokio::time::timeout(REQUEST_TIMEOUT, send(conn, request)).await;
+        let done = Instant::now();
+        let counted = started >= warm_end && done <= end;
+        match result {
+            Ok(Ok((status, _))) if status == scenario.expect => {
+                if counted {
+                    outcome.ok += 1;
+                    outcome
+                        .latencies_ns
+                        .push(u64::try_from((done - started).as_nanos()).unwrap_or(u64::MAX));
+                }
+            }
+            Ok(Ok((status, body))) => {
+                if counted {
+                    outcome.record_error(format!("HTTP {status}"), snippet(&body));
+                }
+            }
+            Ok(Err(e)) => {
+                if counted {
+                    outcome.record_error(format!("transport: {e}"), String::new());
+                }
+                sender = None;
+            }
+            Err(_) => {
+                if counted {
+                    outcome.record_error("timeout".into(), String::new());
+                }
+                sender = None;
+            }
+        }
+    }
+    outcome
+}
+
+fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut out: String = text.chars().take(200).collect();
+    if text.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+fn build_request(
+    workload: &Workload,
+    addr: SocketAddr,
+    client: usize,
+    seq: u64,
+) -> Request<Full<Bytes>> {
+    let builder = Request::builder()
+        .header(HOST, addr.to_string())
+        .header(ACCEPT, "application/json");
+    let request = match workload {
+        Workload::Get { path } => builder
+            .method(Method::GET)
+            .uri(path.as_str())
+            .body(Full::new(Bytes::new())),
+        Workload::CreateServiceAccount => builder
+            .method(Method::POST)
+            .uri("/api/v1/namespaces/default/serviceaccounts")
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(service_account_body(&format!(
+                "bench-{client}-{seq}"
+            ))))),
+    };
+    // The method, the header values and the paths (fixed strings in this file) are all valid.
+    request.expect("bench requests are well-formed")
+}
+
+/// The body that creates a ServiceAccount called `name`.
+pub fn service_account_body(name: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": { "name": name },
+    })
+    .to_string()
+}
+
+async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        // The error, if any, surfaces again on the next send; nothing to add here.
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+async fn send(
+    conn: &mut SendRequest<Full<Bytes>>,
+    request: Request<Full<Bytes>>,
+) -> Result<(StatusCode, Bytes)> {
+    conn.ready().await?;
+    let response = conn.send_request(request).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+/// One request on a fresh connection: readiness probes and setup.
+pub async fn request_once(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<(StatusCode, Bytes)> {
+    let mut conn = connect(addr).await?;
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, addr.to_string())
+        .header(ACCEPT, "application/json");
+    if body.is_some() {
+        builder = builder.header(CONTENT_TYPE, "application/json");
+    }
+    let request = builder.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+    tokio::time::timeout(REQUEST_TIMEOUT, send(&mut conn, request))
+        .await
+        .map_err(|_| format!("{path}: no answer within {REQUEST_TIMEOUT:?}"))?
+}
+
+/// The hidden `cargo xtask hello-server --listen ADDR`: answers every request with 200 and a
+/// small JSON body, as fast as hyper can. The ceiling for `bench`.
+pub fn hello_server_main(args: &[String]) -> Result<()> {
+    let addr: SocketAddr = match args {
+        [flag, addr] if flag == "--listen" => addr.parse()?,
+        _ => return Err("usage: cargo xtask hello-server --listen ADDR".into()),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(addr).await?;
+        serve_hello(listener).await
+    })
+}
+
+async fn serve_hello(listener: TcpListener) -> Result<()> {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Usually out of file descriptors; back off instead of exiting.
+                eprintln!("hello-server: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        // Best effort: Nagle only adds latency for request/response traffic.
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(hello);
+            // A client hanging up mid-request is normal at the end of a run.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+const HELLO_BODY: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Success","code":200}"#;
+
+async fn hello(_request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut response = Response::new(Full::new(Bytes::from_static(HELLO_BODY.as_bytes())));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let data: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&data, 50.0), Some(50));
+        assert_eq!(percentile(&data, 99.0), Some(99));
+        assert_eq!(percentile(&data, 100.0), Some(100));
+        assert_eq!(percentile(&data, 0.0), Some(1));
+        assert_eq!(percentile(&[7], 99.0), Some(7));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    /// The load generator against the hello server over loopback, briefly: requests flow, a
+    /// wrong expected status is counted as an error, and nothing counts outside the window.
+    #[test]
+    fn load_generator_measures_the_hello_server() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(serve_hello(listener));
+            let mut scenario = Scenario {
+                addr,
+                clients: 4,
+                first_client: 0,
+                workload: Workload::Get { path: "/".into() },
+                expect: StatusCode::OK,
+                warmup: Duration::from_millis(50),
+                measure: Duration::from_millis(200),
+            };
+            let outcome = run(&scenario).await;
+            assert!(outcome.ok > 0);
+            assert_eq!(outcome.error_count(), 0, "{:?}", outcome.errors);
+            assert_eq!(outcome.latencies_ns.len() as u64, outcome.ok);
+            assert!(outcome.latencies_ns.windows(2).all(|w| w[0] <= w[1]));
+
+            scenario.expect = StatusCode::CREATED;
+            scenario.workload = Workload::CreateServiceAccount;
+            let outcome = run(&scenario).await;
+            assert_eq!(outcome.ok, 0);
+            let (count, sample) = &outcome.errors["HTTP 200 OK"];
+            assert!(*count > 0);
+            assert_eq!(sample, HELLO_BODY);
+        });
+    }
+
+    #[test]
+    fn service_account_body_is_the_documented_shape() {
+        assert_eq!(
+            service_account_body("bench-3-17"),
+            r#"{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bench-3-17"}}"#
+        );
+    }
+}

@@ -1,0 +1,480 @@
+//! `cargo xtask tidy`: checks the dependency directions between workspace crates and the shape of
+//! each crate manifest, reading `cargo metadata`. It does not look at source files.
+//!
+//! The rules are the crate table of `docs/ARCHITECTURE.md`; a new crate must be added to
+//! [`RULES`] before anything may depend on it.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::Result;
+
+/// Which workspace crates a crate may depend on.
+#[derive(Clone, Copy, Debug)]
+enum Allowed {
+    Only(&'static [&'static str]),
+    /// Every workspace crate except `xtask`.
+    AnyLibrary,
+}
+
+/// The dependency table. Normal, build and dev dependencies all count, except as
+/// [`DEV_DEPS_UNRESTRICTED`] says.
+const RULES: &[(&str, Allowed)] = &[
+    ("strata-object", Allowed::Only(&[])),
+    ("strata-codec", Allowed::Only(&["strata-object"])),
+    ("strata-patch", Allowed::Only(&["strata-object"])),
+    ("strata-store", Allowed::Only(&[])),
+    ("strata-store-rocksdb", Allowed::Only(&["strata-store"])),
+    (
+        "strata-watch",
+        Allowed::Only(&["strata-object", "strata-store"]),
+    ),
+    (
+        "strata-registry",
+        Allowed::Only(&[
+            "strata-object",
+            "strata-codec",
+            "strata-patch",
+            "strata-store",
+            "strata-watch",
+        ]),
+    ),
+    // strata-store is reachable from strata-http tests only, through the dev-dependency rule.
+    (
+        "strata-http",
+        Allowed::Only(&["strata-object", "strata-codec", "strata-registry"]),
+    ),
+    ("strata-server", Allowed::AnyLibrary),
+    ("xtask", Allowed::Only(&[])),
+];
+
+/// Crates whose tests may use any workspace crate: they stand up whole servers.
+const DEV_DEPS_UNRESTRICTED: &[&str] = &["strata-http", "strata-server"];
+
+/// External packages only some crates may depend on directly, with those crates.
+const QUARANTINED: &[(&str, &[&str])] = &[
+    ("rocksdb", &["strata-store-rocksdb"]),
+    ("librocksdb-sys", &["strata-store-rocksdb"]),
+    ("rust-rocksdb", &["strata-store-rocksdb"]),
+    ("rust-librocksdb-sys", &["strata-store-rocksdb"]),
+    ("hyper", &["strata-http", "strata-server", "xtask"]),
+    ("hyper-util", &["strata-http", "strata-server", "xtask"]),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum DepKind {
+    Normal,
+    Build,
+    Dev,
+}
+
+impl DepKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            DepKind::Normal => "normal",
+            DepKind::Build => "build",
+            DepKind::Dev => "dev",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Dependency {
+    /// The package name (not the rename, if any).
+    name: String,
+    kind: DepKind,
+    /// A path dependency on a member of this workspace.
+    workspace: bool,
+}
+
+#[derive(Debug)]
+struct Package {
+    name: String,
+    /// The name of the folder holding `Cargo.toml`.
+    folder: String,
+    publish_false: bool,
+    dependencies: Vec<Dependency>,
+}
+
+/// Runs the checks against the current workspace.
+pub fn tidy() -> Result<()> {
+    crate::step("cargo xtask tidy");
+    let metadata = crate::cargo_metadata(&["--no-deps"])?;
+    let packages = workspace_packages(&metadata)?;
+    let offences = check(&packages);
+    if offences.is_empty() {
+        eprintln!("tidy: {} workspace crates, all rules hold", packages.len());
+        return Ok(());
+    }
+    eprintln!("tidy: {} problem(s):", offences.len());
+    for offence in &offences {
+        eprintln!("  - {offence}");
+    }
+    eprintln!("(the rules live in xtask/src/tidy.rs and docs/ARCHITECTURE.md)");
+    Err(format!("{} tidy problem(s)", offences.len()).into())
+}
+
+/// Extracts the workspace members from `cargo metadata --format-version 1` output.
+fn workspace_packages(metadata: &Value) -> Result<Vec<Package>> {
+    let members: HashSet<&str> = metadata["workspace_members"]
+        .as_array()
+        .ok_or("cargo metadata: no workspace_members")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let raw: Vec<&Value> = metadata["packages"]
+        .as_array()
+        .ok_or("cargo metadata: no packages")?
+        .iter()
+        .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id)))
+        .collect();
+    let names: HashSet<&str> = raw.iter().filter_map(|p| p["name"].as_str()).collect();
+
+    let mut packages = Vec::with_capacity(raw.len());
+    for p in raw {
+        let name = p["name"]
+            .as_str()
+            .ok_or("cargo metadata: package without name")?;
+        let manifest = p["manifest_path"].as_str().unwrap_or_default();
+        let folder = Path::new(manifest)
+            .parent()
+            .and_then(Path::file_name)
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // `publish = false` shows up as an empty registry list; `null` means "anywhere".
+        let publish_false = p["publish"].as_array().is_some_and(Vec::is_empty);
+        let dependencies = p["dependencies"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|d| {
+                let dep_name = d["name"].as_str()?;
+                let kind = match d["kind"].as_str() {
+                    Some("dev") => DepKind::Dev,
+                    Some("build") => DepKind::Build,
+                    _ => DepKind::Normal,
+                };
+                Some(Dependency {
+                    name: dep_name.to_string(),
+                    kind,
+                    workspace: d["source"].is_null() && names.contains(dep_name),
+                })
+            })
+            .collect();
+        packages.push(Package {
+            name: name.to_string(),
+            folder,
+            publish_false,
+            dependencies,
+        });
+    }
+    packages.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(packages)
+}
+
+/// Returns one line per broken rule; empty when everything holds.
+fn check(packages: &[Package]) -> Vec<String> {
+    let mut offences = BTreeSet::new();
+    for package in packages {
+        let name = package.name.as_str();
+        if package.folder != package.name {
+            offences.insert(format!(
+                "{name}: lives in folder `{}`; the folder must be named like the package",
+                package.folder
+            ));
+        }
+        if !package.publish_false {
+            offences.insert(format!("{name}: Cargo.toml must say `publish = false`"));
+        }
+        let rule = RULES.iter().find(|(crate_name, _)| *crate_name == name);
+        if rule.is_none() {
+            offences.insert(format!(
+                "{name}: not in the dependency table; add it to RULES in xtask/src/tidy.rs"
+            ));
+        }
+
+        for dep in &package.dependencies {
+            let dep_name = dep.name.as_str();
+            if let Some((_, owners)) = QUARANTINED.iter().find(|(q, _)| *q == dep_name) {
+                if !owners.contains(&name) {
+                    offences.insert(format!(
+                        "{name} -> {dep_name} ({}): only {} may depend on {dep_name} directly",
+                        dep.kind.as_str(),
+                        owners.join(", ")
+                    ));
+                }
+            }
+            if !dep.workspace {
+                continue;
+            }
+            if dep_name == "xtask" {
+                offences.insert(format!("{name} -> xtask: nothing may depend on xtask"));
+                continue;
+            }
+            if dep.kind == DepKind::Dev && DEV_DEPS_UNRESTRICTED.contains(&name) {
+                continue;
+            }
+            let Some((_, allowed)) = rule else {
+                continue; // Already reported: the crate has no row.
+            };
+            let ok = match allowed {
+                Allowed::AnyLibrary => true,
+                Allowed::Only(list) => list.contains(&dep_name),
+            };
+            if !ok {
+                let may = match allowed {
+                    Allowed::Only([]) => "no workspace crate".to_string(),
+                    Allowed::Only(list) => list.join(", "),
+                    Allowed::AnyLibrary => "any workspace crate".to_string(),
+                };
+                offences.insert(format!(
+                    "{name} -> {dep_name} ({}): not allowed; {name} may depend on {may}",
+                    dep.kind.as_str()
+                ));
+            }
+        }
+    }
+    offences.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn package(name: &str, folder: &str, publish: Value, deps: Value) -> Value {
+        json!({
+            "name": name,
+            "id": format!("path+file:///ws/{folder}#0.0.0"),
+            "manifest_path": format!("/ws/{folder}/Cargo.toml"),
+            "publish": publish,
+            "dependencies": deps,
+        })
+    }
+
+    fn ws_dep(name: &str, kind: Value) -> Value {
+        json!({ "name": name, "source": null, "kind": kind, "path": format!("/ws/crates/{name}") })
+    }
+
+    fn registry_dep(name: &str) -> Value {
+        json!({
+            "name": name,
+            "source": "registry+https://github.com/rust-lang/crates.io-index",
+            "kind": null
+        })
+    }
+
+    fn metadata(packages: Vec<Value>) -> Value {
+        let members: Vec<Value> = packages.iter().map(|p| p["id"].clone()).collect();
+        json!({ "packages": packages, "workspace_members": members })
+    }
+
+    fn offences(packages: Vec<Value>) -> Vec<String> {
+        check(&workspace_packages(&metadata(packages)).unwrap())
+    }
+
+    #[test]
+    fn allowed_edges_pass() {
+        let found = offences(vec![
+            package(
+                "strata-object",
+                "crates/strata-object",
+                json!([]),
+                json!([registry_dep("serde")]),
+            ),
+            package("strata-store", "crates/strata-store", json!([]), json!([])),
+            package(
+                "strata-store-rocksdb",
+                "crates/strata-store-rocksdb",
+                json!([]),
+                json!([ws_dep("strata-store", json!(null)), registry_dep("rocksdb")]),
+            ),
+            package(
+                "strata-http",
+                "crates/strata-http",
+                json!([]),
+                json!([
+                    ws_dep("strata-registry", json!(null)),
+                    ws_dep("strata-store", json!("dev")),
+                    ws_dep("strata-server", json!("dev")),
+                    registry_dep("hyper"),
+                ]),
+            ),
+            package(
+                "strata-registry",
+                "crates/strata-registry",
+                json!([]),
+                json!([]),
+            ),
+            package(
+                "strata-server",
+                "crates/strata-server",
+                json!([]),
+                json!([
+                    ws_dep("strata-store-rocksdb", json!(null)),
+                    ws_dep("strata-http", json!(null))
+                ]),
+            ),
+            package("xtask", "xtask", json!([]), json!([registry_dep("hyper")])),
+        ]);
+        assert_eq!(found, Vec::<String>::new());
+    }
+
+    #[test]
+    fn forbidden_edges_of_every_kind_are_reported() {
+        let found = offences(vec![
+            package(
+                "strata-object",
+                "crates/strata-object",
+                json!([]),
+                json!([]),
+            ),
+            package("strata-store", "crates/strata-store", json!([]), json!([])),
+            package(
+                "strata-registry",
+                "crates/strata-registry",
+                json!([]),
+                json!([]),
+            ),
+            package(
+                "strata-watch",
+                "crates/strata-watch",
+                json!([]),
+                json!([
+                    ws_dep("strata-registry", json!(null)),
+                    ws_dep("strata-object", json!("dev")),
+                    ws_dep("strata-registry", json!("build")),
+                ]),
+            ),
+            package(
+                "strata-codec",
+                "crates/strata-codec",
+                json!([]),
+                json!([ws_dep("strata-store", json!("dev"))]),
+            ),
+            package(
+                "strata-http",
+                "crates/strata-http",
+                json!([]),
+                json!([ws_dep("strata-store", json!(null))]),
+            ),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                "strata-codec -> strata-store (dev): not allowed; strata-codec may depend on \
+                 strata-object",
+                "strata-http -> strata-store (normal): not allowed; strata-http may depend on \
+                 strata-object, strata-codec, strata-registry",
+                "strata-watch -> strata-registry (build): not allowed; strata-watch may depend \
+                 on strata-object, strata-store",
+                "strata-watch -> strata-registry (normal): not allowed; strata-watch may depend \
+                 on strata-object, strata-store",
+            ]
+        );
+    }
+
+    #[test]
+    fn quarantined_packages_stay_in_their_crates() {
+        let found = offences(vec![
+            package(
+                "strata-store",
+                "crates/strata-store",
+                json!([]),
+                json!([registry_dep("librocksdb-sys")]),
+            ),
+            package(
+                "strata-registry",
+                "crates/strata-registry",
+                json!([]),
+                json!([registry_dep("hyper")]),
+            ),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                "strata-registry -> hyper (normal): only strata-http, strata-server, xtask may \
+                 depend on hyper directly",
+                "strata-store -> librocksdb-sys (normal): only strata-store-rocksdb may depend \
+                 on librocksdb-sys directly",
+            ]
+        );
+    }
+
+    #[test]
+    fn xtask_depends_on_no_workspace_crate_and_nothing_depends_on_it() {
+        let found = offences(vec![
+            package(
+                "strata-object",
+                "crates/strata-object",
+                json!([]),
+                json!([]),
+            ),
+            package(
+                "xtask",
+                "xtask",
+                json!([]),
+                json!([ws_dep("strata-object", json!(null))]),
+            ),
+            package(
+                "strata-server",
+                "crates/strata-server",
+                json!([]),
+                json!([ws_dep("xtask", json!("dev"))]),
+            ),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                "strata-server -> xtask: nothing may depend on xtask",
+                "xtask -> strata-object (normal): not allowed; xtask may depend on no workspace \
+                 crate",
+            ]
+        );
+    }
+
+    #[test]
+    fn manifests_must_match_folder_and_refuse_publishing() {
+        let found = offences(vec![
+            package("strata-object", "crates/object", json!([]), json!([])),
+            package(
+                "strata-store",
+                "crates/strata-store",
+                json!(null),
+                json!([]),
+            ),
+            package("strata-extra", "crates/strata-extra", json!([]), json!([])),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                "strata-extra: not in the dependency table; add it to RULES in xtask/src/tidy.rs",
+                "strata-object: lives in folder `object`; the folder must be named like the \
+                 package",
+                "strata-store: Cargo.toml must say `publish = false`",
+            ]
+        );
+    }
+
+    #[test]
+    fn registry_packages_named_like_workspace_crates_are_not_workspace_edges() {
+        let found = offences(vec![
+            package(
+                "strata-object",
+                "crates/strata-object",
+                json!([]),
+                json!([]),
+            ),
+            package(
+                "strata-store",
+                "crates/strata-store",
+                json!([]),
+                json!([registry_dep("strata-object")]),
+            ),
+        ]);
+        assert_eq!(found, Vec::<String>::new());
+    }
+}
