@@ -127,7 +127,7 @@ pub fn parse_accept(header: &str) -> Vec<MediaRange> {
         .filter(|r| r.quality > 0)
         .collect();
     // A stable sort keeps header order among equal qualities.
-    ranges.sort_by(|a, b| b.quality.cmp(&a.quality));
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.quality));
     ranges
 }
 

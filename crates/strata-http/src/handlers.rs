@@ -14,7 +14,7 @@ use crate::respond::{self, Body, Render};
 use crate::table::{self, IncludeObject};
 use crate::{discovery, openapi, read_body, Frontend};
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
