@@ -391,6 +391,16 @@ impl Registry {
             self.check_namespace_exists(namespace).await?;
         }
         if opts.dry_run {
+            // A dry run stores nothing but still reports the conflict a real create would meet.
+            let key = rt.info.key(obj.namespace(), obj.name());
+            let (existing, _) = self
+                .store
+                .get(&key, None)
+                .await
+                .map_err(|e| store_error(rt, obj.name(), e))?;
+            if existing.is_some() {
+                return Err(self.already_exists(rt, &obj).await);
+            }
             return Ok(obj);
         }
         let mut attempts = 0;

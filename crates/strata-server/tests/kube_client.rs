@@ -1,0 +1,444 @@
+//! The Rust `kube` client (kube 5 with k8s-openapi types) against the real binary: ServiceAccount
+//! and Namespace create/get/list/replace/merge-patch/delete, conflicts, NotFound and list paging.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::Status;
+use kube::{Client, Config, ResourceExt};
+use serde_json::json;
+
+/// A client for the server, as `kube::Config::new` would build it for a kubeconfig with
+/// `server: http://ADDR` and namespace `default`.
+fn client(s: &TestServer) -> Client {
+    let url = format!("http://{}", s.addr).parse().expect("cluster url");
+    let mut config = Config::new(url);
+    config.default_namespace = "default".to_string();
+    config.read_timeout = Some(Duration::from_secs(30));
+    Client::try_from(config).expect("build the kube client")
+}
+
+fn sa(name: &str) -> ServiceAccount {
+    ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    }
+}
+
+fn ns(name: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    }
+}
+
+/// The API error (a decoded `Status`) of a failed call; panics on success or on other errors.
+fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> Box<Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error (Status), got {other:?}"),
+    }
+}
+
+fn names<K: ResourceExt>(items: &[K]) -> Vec<String> {
+    items.iter().map(|i| i.name_any()).collect()
+}
+
+#[tokio::test]
+async fn service_account_crud() {
+    let s = TestServer::start();
+    let sas: Api<ServiceAccount> = Api::default_namespaced(client(&s));
+
+    let created = sas
+        .create(&PostParams::default(), &sa("robot"))
+        .await
+        .unwrap();
+    assert_eq!(created.name_any(), "robot");
+    assert_eq!(created.namespace().as_deref(), Some("default"));
+    let uid = created.uid().expect("uid is set");
+    assert!(!uid.is_empty());
+    let rv1 = created.resource_version().expect("resourceVersion is set");
+    assert!(created.creation_timestamp().is_some());
+
+    let got = sas.get("robot").await.unwrap();
+    assert_eq!(got, created);
+    assert_eq!(sas.get_opt("robot").await.unwrap(), Some(created.clone()));
+
+    let list = sas.list(&ListParams::default()).await.unwrap();
+    assert_eq!(names(&list.items), ["robot"]);
+    assert!(list.metadata.resource_version.is_some());
+
+    // Replace with the current resourceVersion.
+    let mut changed = got.clone();
+    changed.automount_service_account_token = Some(false);
+    let replaced = sas
+        .replace("robot", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(replaced.automount_service_account_token, Some(false));
+    assert_eq!(replaced.uid().as_deref(), Some(uid.as_str()));
+    let rv2 = replaced.resource_version().unwrap();
+    assert_ne!(rv2, rv1);
+
+    // Replace with the stale resourceVersion: 409 Conflict.
+    let status = api_error(sas.replace("robot", &PostParams::default(), &changed).await);
+    assert_eq!(status.code, 409, "{status:?}");
+    assert_eq!(status.reason, "Conflict", "{status:?}");
+    assert!(status.is_conflict());
+    assert!(status.is_failure());
+    // Nothing was written by the failed replace.
+    assert_eq!(
+        sas.get("robot").await.unwrap().resource_version().unwrap(),
+        rv2
+    );
+
+    // Merge patch.
+    let patch =
+        json!({"metadata": {"labels": {"team": "a"}}, "automountServiceAccountToken": true});
+    let patched = sas
+        .patch("robot", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.labels().get("team").map(String::as_str), Some("a"));
+    assert_eq!(patched.automount_service_account_token, Some(true));
+    assert_ne!(patched.resource_version().unwrap(), rv2);
+    // A merge patch with `null` removes the key.
+    let with_manager = PatchParams {
+        field_manager: Some("kube-test".to_string()),
+        ..PatchParams::default()
+    };
+    let patch = json!({"metadata": {"labels": {"team": null}}});
+    let patched = sas
+        .patch("robot", &with_manager, &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert!(!patched.labels().contains_key("team"), "{patched:?}");
+
+    // Delete answers with the object.
+    let deleted = sas.delete("robot", &DeleteParams::default()).await.unwrap();
+    let deleted = deleted
+        .left()
+        .expect("DELETE returns the object (Either::Left)");
+    assert_eq!(deleted.name_any(), "robot");
+    assert_eq!(deleted.uid().as_deref(), Some(uid.as_str()));
+
+    let status = api_error(sas.get("robot").await);
+    assert_eq!(status.code, 404, "{status:?}");
+    assert_eq!(status.reason, "NotFound", "{status:?}");
+    assert!(status.is_not_found());
+    assert_eq!(sas.get_opt("robot").await.unwrap(), None);
+    let status = api_error(sas.delete("robot", &DeleteParams::default()).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (404, "NotFound"),
+        "{status:?}"
+    );
+
+    // The name is free again, with a new uid.
+    let again = sas
+        .create(&PostParams::default(), &sa("robot"))
+        .await
+        .unwrap();
+    assert_ne!(again.uid().as_deref(), Some(uid.as_str()));
+}
+
+#[tokio::test]
+async fn create_errors_and_dry_run() {
+    let s = TestServer::start();
+    let sas: Api<ServiceAccount> = Api::default_namespaced(client(&s));
+    sas.create(&PostParams::default(), &sa("dup"))
+        .await
+        .unwrap();
+
+    let status = api_error(sas.create(&PostParams::default(), &sa("dup")).await);
+    assert_eq!(status.code, 409, "{status:?}");
+    assert_eq!(status.reason, "AlreadyExists", "{status:?}");
+    assert!(status.is_already_exists());
+
+    let status = api_error(sas.create(&PostParams::default(), &sa("Not_Valid")).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (422, "Invalid"),
+        "{status:?}"
+    );
+
+    let missing: Api<ServiceAccount> = Api::namespaced(client(&s), "no-such-namespace");
+    let status = api_error(missing.create(&PostParams::default(), &sa("x")).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (404, "NotFound"),
+        "{status:?}"
+    );
+
+    let status = api_error(sas.get("nope").await);
+    assert_eq!(status.code, 404, "{status:?}");
+    assert_eq!(status.reason, "NotFound", "{status:?}");
+    assert_eq!(status.message, "serviceaccounts \"nope\" not found");
+    let details = status.details.expect("details");
+    assert_eq!(details.name, "nope");
+    assert_eq!(details.kind, "serviceaccounts");
+
+    let pp = PostParams {
+        dry_run: true,
+        field_manager: Some("kube-test".to_string()),
+    };
+    let ghost = sas.create(&pp, &sa("ghost")).await.unwrap();
+    assert_eq!(ghost.name_any(), "ghost");
+    assert_eq!(
+        sas.get_opt("ghost").await.unwrap(),
+        None,
+        "dry run stores nothing"
+    );
+}
+
+#[tokio::test]
+async fn list_pages_through_continue() {
+    let s = TestServer::start();
+    let sas: Api<ServiceAccount> = Api::default_namespaced(client(&s));
+    let want: Vec<String> = (0..5).map(|i| format!("sa-{i}")).collect();
+    for name in &want {
+        sas.create(&PostParams::default(), &sa(name)).await.unwrap();
+    }
+
+    let mut seen = Vec::new();
+    let mut lp = ListParams::default().limit(2);
+    let mut pages = 0;
+    let mut first_rv = None;
+    loop {
+        let page = sas.list(&lp).await.unwrap();
+        pages += 1;
+        assert!(
+            page.items.len() <= 2,
+            "page {pages} has {} items",
+            page.items.len()
+        );
+        let rv = page
+            .metadata
+            .resource_version
+            .clone()
+            .expect("list resourceVersion");
+        // All chunks come from one snapshot.
+        assert_eq!(first_rv.get_or_insert(rv.clone()), &rv);
+        seen.extend(names(&page.items));
+        match page.metadata.continue_.as_deref() {
+            Some(token) if !token.is_empty() => {
+                let remaining = page
+                    .metadata
+                    .remaining_item_count
+                    .expect("remainingItemCount");
+                assert_eq!(remaining as usize, want.len() - seen.len());
+                // Writes between chunks do not show up in later chunks.
+                if pages == 1 {
+                    sas.create(&PostParams::default(), &sa("sa-late"))
+                        .await
+                        .unwrap();
+                }
+                lp = ListParams::default().limit(2).continue_token(token);
+            }
+            _ => break,
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, want);
+
+    // A fresh list sees the late one.
+    let all = sas.list(&ListParams::default()).await.unwrap();
+    assert_eq!(all.items.len(), 6);
+    assert!(all.metadata.continue_.as_deref().unwrap_or("").is_empty());
+}
+
+#[tokio::test]
+async fn list_across_namespaces() {
+    let s = TestServer::start();
+    let c = client(&s);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    namespaces
+        .create(&PostParams::default(), &ns("other"))
+        .await
+        .unwrap();
+    let in_default: Api<ServiceAccount> = Api::default_namespaced(c.clone());
+    let in_other: Api<ServiceAccount> = Api::namespaced(c.clone(), "other");
+    in_default
+        .create(&PostParams::default(), &sa("a"))
+        .await
+        .unwrap();
+    in_other
+        .create(&PostParams::default(), &sa("b"))
+        .await
+        .unwrap();
+    let created_c = in_other
+        .create(&PostParams::default(), &sa("c"))
+        .await
+        .unwrap();
+    assert_eq!(created_c.namespace().as_deref(), Some("other"));
+
+    let all: Api<ServiceAccount> = Api::all(c.clone());
+    let list = all.list(&ListParams::default()).await.unwrap();
+    let mut pairs: Vec<(String, String)> = list
+        .items
+        .iter()
+        .map(|i| (i.namespace().unwrap_or_default(), i.name_any()))
+        .collect();
+    pairs.sort();
+    assert_eq!(
+        pairs,
+        [
+            ("default".to_string(), "a".to_string()),
+            ("other".to_string(), "b".to_string()),
+            ("other".to_string(), "c".to_string()),
+        ]
+    );
+    // Paging works across namespaces too.
+    let page = all.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(page.items.len(), 2);
+    let token = page.metadata.continue_.expect("continue token");
+    let rest = all
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(rest.items.len(), 1);
+
+    assert_eq!(
+        names(&in_other.list(&ListParams::default()).await.unwrap().items),
+        ["b", "c"]
+    );
+}
+
+#[tokio::test]
+async fn namespace_crud() {
+    let s = TestServer::start();
+    let c = client(&s);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+
+    for name in ["default", "kube-system", "kube-public"] {
+        let n = namespaces.get(name).await.unwrap();
+        assert_eq!(n.name_any(), name);
+    }
+
+    let created = namespaces
+        .create(&PostParams::default(), &ns("team-k"))
+        .await
+        .unwrap();
+    assert_eq!(created.name_any(), "team-k");
+    assert_eq!(created.namespace(), None);
+    let phase = created.status.as_ref().and_then(|st| st.phase.as_deref());
+    assert_eq!(phase, Some("Active"));
+    assert_eq!(
+        created
+            .labels()
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("team-k")
+    );
+
+    let got = namespaces.get("team-k").await.unwrap();
+    assert_eq!(got, created);
+
+    let list = namespaces.list(&ListParams::default()).await.unwrap();
+    let listed = names(&list.items);
+    for name in ["default", "kube-system", "kube-public", "team-k"] {
+        assert!(
+            listed.iter().any(|n| n == name),
+            "{name} missing from {listed:?}"
+        );
+    }
+
+    let patch = json!({"metadata": {"labels": {"env": "dev"}}});
+    let patched = namespaces
+        .patch("team-k", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.labels().get("env").map(String::as_str), Some("dev"));
+
+    let mut changed = patched.clone();
+    changed
+        .labels_mut()
+        .insert("tier".to_string(), "x".to_string());
+    let replaced = namespaces
+        .replace("team-k", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(replaced.labels().get("tier").map(String::as_str), Some("x"));
+    let status = api_error(
+        namespaces
+            .replace("team-k", &PostParams::default(), &changed)
+            .await,
+    );
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "Conflict"),
+        "{status:?}"
+    );
+
+    // A service account inside goes with the namespace.
+    let inside: Api<ServiceAccount> = Api::namespaced(c.clone(), "team-k");
+    inside
+        .create(&PostParams::default(), &sa("x"))
+        .await
+        .unwrap();
+
+    let deleted = namespaces
+        .delete("team-k", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = deleted
+        .left()
+        .expect("DELETE of a namespace returns the Namespace");
+    assert_eq!(deleted.name_any(), "team-k");
+    // Kubernetes keeps a namespace `Terminating` until it is finalized; either it is gone already
+    // or it is on its way out.
+    match namespaces.get_opt("team-k").await.unwrap() {
+        None => {}
+        Some(n) => assert!(n.metadata.deletion_timestamp.is_some(), "{n:?}"),
+    }
+
+    let status = api_error(namespaces.get("never-there").await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (404, "NotFound"),
+        "{status:?}"
+    );
+    assert!(status.is_not_found());
+
+    let status = api_error(namespaces.delete("default", &DeleteParams::default()).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (403, "Forbidden"),
+        "{status:?}"
+    );
+}
+
+/// A dry-run create goes through the same checks as a real one: an existing name is a 409
+/// AlreadyExists, as in Kubernetes.
+#[tokio::test]
+async fn dry_run_create_of_an_existing_name_conflicts() {
+    let s = TestServer::start();
+    let sas: Api<ServiceAccount> = Api::default_namespaced(client(&s));
+    let existing = sas
+        .create(&PostParams::default(), &sa("taken"))
+        .await
+        .unwrap();
+    let pp = PostParams {
+        dry_run: true,
+        field_manager: None,
+    };
+    let status = api_error(sas.create(&pp, &sa("taken")).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists"),
+        "{status:?}"
+    );
+    assert_eq!(sas.get("taken").await.unwrap(), existing);
+}

@@ -1,0 +1,179 @@
+//! The official Python client (`kubernetes` package, CoreV1Api, VersionApi and DynamicClient)
+//! against the real binary: ServiceAccount and Namespace CRUD, paging, errors and /version/.
+//!
+//! Skipped with a loud notice when `python3` or its `kubernetes` package is missing (see
+//! /work/shared/tools/install-clients.sh).
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{run_with_timeout, TestServer};
+
+const SCRIPT: &str = r#"
+import json
+import sys
+
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+cfg = client.Configuration()
+cfg.host = "http://" + sys.argv[1]
+api_client = client.ApiClient(cfg)
+v1 = client.CoreV1Api(api_client)
+
+
+def expect_status(call, code, reason):
+    try:
+        call()
+    except ApiException as e:
+        assert e.status == code, (e.status, e.body)
+        body = json.loads(e.body)
+        assert body["kind"] == "Status", body
+        assert body["reason"] == reason, body
+        assert body["code"] == code, body
+        return body
+    raise AssertionError("expected %d %s" % (code, reason))
+
+
+def sa(name, **labels):
+    # The body goes out without kind/apiVersion.
+    return client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name, labels=labels or None))
+
+
+# Create and read.
+created = v1.create_namespaced_service_account("default", sa("robot", app="demo"))
+assert created.kind == "ServiceAccount", created
+assert created.api_version == "v1", created
+assert created.metadata.name == "robot"
+assert created.metadata.namespace == "default"
+assert created.metadata.uid
+assert created.metadata.creation_timestamp is not None
+got = v1.read_namespaced_service_account("robot", "default")
+assert got.metadata.uid == created.metadata.uid
+assert got.metadata.labels == {"app": "demo"}, got.metadata.labels
+
+expect_status(lambda: v1.create_namespaced_service_account("default", sa("robot")), 409, "AlreadyExists")
+body = expect_status(lambda: v1.read_namespaced_service_account("nope", "default"), 404, "NotFound")
+assert body["message"] == 'serviceaccounts "nope" not found', body
+expect_status(lambda: v1.create_namespaced_service_account("nowhere", sa("x")), 404, "NotFound")
+
+# Dry run stores nothing.
+ghost = v1.create_namespaced_service_account("default", sa("ghost"), dry_run="All", field_manager="py")
+assert ghost.metadata.name == "ghost"
+expect_status(lambda: v1.read_namespaced_service_account("ghost", "default"), 404, "NotFound")
+
+# Replace with the live resourceVersion; the same body again is stale.
+got.automount_service_account_token = False
+replaced = v1.replace_namespaced_service_account("robot", "default", got)
+assert replaced.automount_service_account_token is False
+assert replaced.metadata.resource_version != got.metadata.resource_version
+expect_status(lambda: v1.replace_namespaced_service_account("robot", "default", got), 409, "Conflict")
+
+# Paging with limit=1 and _continue.
+for name in ["b1", "b2", "b3"]:
+    v1.create_namespaced_service_account("default", sa(name))
+page = v1.list_namespaced_service_account("default", limit=1)
+assert page.kind == "ServiceAccountList", page.kind
+assert page.metadata.remaining_item_count == 3, page.metadata
+names = [i.metadata.name for i in page.items]
+pages = 1
+while page.metadata._continue:
+    page = v1.list_namespaced_service_account("default", limit=1, _continue=page.metadata._continue)
+    names += [i.metadata.name for i in page.items]
+    pages += 1
+    assert pages < 10, "paging does not end"
+assert names == ["b1", "b2", "b3", "robot"], names
+assert pages == 4, pages
+everywhere = v1.list_service_account_for_all_namespaces()
+assert sorted((i.metadata.namespace, i.metadata.name) for i in everywhere.items) == [
+    ("default", n) for n in ["b1", "b2", "b3", "robot"]
+], everywhere.items
+
+# Delete returns the object; the name is then free.
+deleted = v1.delete_namespaced_service_account("robot", "default")
+assert deleted.metadata.name == "robot", deleted
+expect_status(lambda: v1.read_namespaced_service_account("robot", "default"), 404, "NotFound")
+expect_status(lambda: v1.delete_namespaced_service_account("robot", "default"), 404, "NotFound")
+status = v1.delete_collection_namespaced_service_account("default")
+assert status.status == "Success", status
+assert v1.list_namespaced_service_account("default").items == []
+
+# /version/ (with the trailing slash).
+version = client.VersionApi(api_client).get_code()
+assert version.major == "1", version
+assert version.git_version, version
+
+# Namespaces.
+namespaces = [n.metadata.name for n in v1.list_namespace().items]
+for name in ["default", "kube-public", "kube-system"]:
+    assert name in namespaces, namespaces
+ns = v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="py-ns")))
+assert ns.status.phase == "Active", ns.status
+assert v1.read_namespace("py-ns").metadata.uid == ns.metadata.uid
+v1.create_namespaced_service_account("py-ns", sa("inside"))
+v1.delete_namespace("py-ns")
+try:
+    left = v1.read_namespace("py-ns")
+    assert left.metadata.deletion_timestamp is not None, left
+except ApiException as e:
+    assert e.status == 404, (e.status, e.body)
+expect_status(lambda: v1.read_namespace("never"), 404, "NotFound")
+
+# DynamicClient: legacy discovery (/version, /apis, /api/v1), then JSON merge patch.
+dyn = dynamic.DynamicClient(api_client)
+sas = dyn.resources.get(api_version="v1", kind="ServiceAccount")
+assert sas.namespaced
+made = sas.create(body={"metadata": {"name": "dyn"}}, namespace="default")
+assert made.metadata.name == "dyn"
+patched = sas.patch(
+    name="dyn",
+    namespace="default",
+    body={"metadata": {"labels": {"a": "b"}}},
+    content_type="application/merge-patch+json",
+)
+assert patched.metadata.labels.a == "b", patched
+listed = sas.get(namespace="default")
+assert [i.metadata.name for i in listed.items] == ["dyn"], listed
+nss = dyn.resources.get(api_version="v1", kind="Namespace")
+assert not nss.namespaced
+assert nss.get(name="default").status.phase == "Active"
+
+print("OK")
+"#;
+
+#[test]
+fn python_kubernetes_client() {
+    let probe = Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => {}
+        other => {
+            eprintln!(
+                "\n!!!!!!!! SKIPPED: python3 with the `kubernetes` package is not available \
+                 (run /work/shared/tools/install-clients.sh); this test asserts nothing: {other:?} !!!!!!!!\n"
+            );
+            return;
+        }
+    }
+    let s = TestServer::start();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let script = tmp.path().join("client.py");
+    std::fs::write(&script, SCRIPT).expect("write the script");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&script)
+        .arg(&s.addr)
+        // DynamicClient caches discovery in $TMPDIR; keep it private to this run.
+        .env("TMPDIR", tmp.path())
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let run = run_with_timeout(&mut cmd, tmp.path(), Duration::from_secs(120));
+    assert!(
+        run.success() && run.stdout.lines().last() == Some("OK"),
+        "the Python client script failed ({})\nstdout:\n{}\nstderr:\n{}",
+        run.status,
+        run.stdout,
+        run.stderr
+    );
+}
