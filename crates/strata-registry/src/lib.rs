@@ -566,15 +566,7 @@ impl Registry {
         let info = &rt.info;
         let key = info.key(namespace, name);
         loop {
-            let (kv, _) = self
-                .store
-                .get(&key, None)
-                .await
-                .map_err(|e| store_error(rt, name, e))?;
-            let Some(kv) = kv else {
-                return Err(Status::not_found(&info.group, &info.resource, name));
-            };
-            let current = decode_stored(rt, &kv)?;
+            let (kv, current) = self.read_current(rt, &key, name).await?;
             if !precondition.is_empty() && precondition != current.resource_version() {
                 to_revision(precondition)?;
                 return Err(Status::stale_conflict(&info.group, &info.resource, name));
@@ -624,6 +616,25 @@ impl Registry {
         }
     }
 
+    /// Reads the latest stored state of one object, or 404.
+    async fn read_current(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+    ) -> Result<(KeyValue, Object), Status> {
+        let (kv, _) = self
+            .store
+            .get(key, None)
+            .await
+            .map_err(|e| store_error(rt, name, e))?;
+        let Some(kv) = kv else {
+            return Err(Status::not_found(&rt.info.group, &rt.info.resource, name));
+        };
+        let current = decode_stored(rt, &kv)?;
+        Ok((kv, current))
+    }
+
     /// Deletes an object, or marks it for deletion when finalizers hold it.
     pub async fn delete(
         &self,
@@ -635,15 +646,7 @@ impl Registry {
         let info = &rt.info;
         let key = info.key(namespace, name);
         loop {
-            let (kv, _) = self
-                .store
-                .get(&key, None)
-                .await
-                .map_err(|e| store_error(rt, name, e))?;
-            let Some(kv) = kv else {
-                return Err(Status::not_found(&info.group, &info.resource, name));
-            };
-            let current = decode_stored(rt, &kv)?;
+            let (kv, current) = self.read_current(rt, &key, name).await?;
             check_delete_preconditions(info, &current, opts)?;
             if let Some(why) = rt.strategy.forbid_delete(&current) {
                 return Err(Status::forbidden(&info.group, &info.resource, name, &why));
