@@ -5,7 +5,10 @@ use http::{header, HeaderMap, Method, Request, Response};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 use strata_object::{Object, Status};
-use strata_registry::{list_to_value, DeleteOptions, ListOptions, RegisteredType, WriteOptions};
+use strata_registry::{
+    list_json, list_objects, DeleteOptions, ListOptions, ObjectList, RegisteredType, WatchOptions,
+    WriteOptions,
+};
 
 use crate::negotiate::{self, Output};
 use crate::query::Query;
@@ -49,6 +52,7 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             return get_only(respond::text(200, "ok"))
         }
         "/version" | "/version/" => return get_only(version(fe, render)),
+        "/metrics" => return get_only(metrics(fe)),
         "/api" | "/api/" => {
             let host = header_str(req.headers(), header::HOST).to_string();
             return get_only(discovery_response(
@@ -95,6 +99,69 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         }
         None => respond::text(404, "404 page not found\n"),
     }
+}
+
+/// Prometheus text exposition of the watch caches' counters.
+fn metrics(fe: &Frontend) -> Response<Body> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let families: [(&str, &str, &str); 5] = [
+        (
+            "strata_watch_cache_objects",
+            "gauge",
+            "Objects held by the watch cache.",
+        ),
+        (
+            "strata_watch_cache_window_events",
+            "gauge",
+            "Events in the watch cache's window.",
+        ),
+        ("strata_watch_cache_watchers", "gauge", "Open watchers."),
+        (
+            "strata_watch_cache_events_dispatched_total",
+            "counter",
+            "Events handed to watchers.",
+        ),
+        (
+            "strata_watch_cache_watchers_overflowed_total",
+            "counter",
+            "Watchers closed for falling behind.",
+        ),
+    ];
+    let all = fe.registry.cache_metrics();
+    let labels = |m: &strata_registry::CacheMetrics| {
+        let (resource, group) = m.resource.split_once('.').unwrap_or((&m.resource, ""));
+        format!("group=\"{group}\",resource=\"{resource}\"")
+    };
+    for (i, (name, kind, help)) in families.iter().enumerate() {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for m in &all {
+            let v = match i {
+                0 => m.objects as u64,
+                1 => m.window_events as u64,
+                2 => m.watchers as u64,
+                3 => m.events_dispatched,
+                _ => m.watchers_overflowed,
+            };
+            let _ = writeln!(out, "{name}{{{}}} {v}", labels(m));
+        }
+    }
+    let name = "strata_watch_cache_events_encoded_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Object versions encoded by the watch cache, per encoding.\n# TYPE {name} counter"
+    );
+    for m in &all {
+        for (encoding, n) in &m.encodes {
+            let _ = writeln!(out, "{name}{{{},encoding=\"{encoding}\"}} {n}", labels(m));
+        }
+    }
+    let mut resp = Response::new(respond::full(out));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
 }
 
 fn version(fe: &Frontend, render: Render) -> Response<Body> {
@@ -211,12 +278,120 @@ fn write_options(query: &Query, options_kind: &str) -> Result<WriteOptions, Stat
 
 fn list_options(query: &Query) -> Result<ListOptions, Status> {
     let limit = query.int("limit")?.unwrap_or(0).max(0) as usize;
+    if query.has("sendInitialEvents") {
+        return Err(Status::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &[strata_object::field::FieldError::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            )],
+        ));
+    }
     Ok(ListOptions {
         limit,
         continue_token: query.string("continue"),
         resource_version: query.string("resourceVersion"),
         resource_version_match: query.string("resourceVersionMatch"),
+        label_selector: query.string("labelSelector"),
+        field_selector: query.string("fieldSelector"),
     })
+}
+
+/// The options of a watch; a name in the path (`/watch/…/<name>`) selects that one object.
+fn watch_options(query: &Query, name: &str) -> Result<WatchOptions, Status> {
+    let mut field_selector = query.string("fieldSelector");
+    if !name.is_empty() {
+        let selector = strata_object::FieldSelector::parse(
+            &field_selector,
+            &[
+                "metadata.name".to_string(),
+                "metadata.namespace".to_string(),
+            ],
+            strata_object::selector::UnknownFieldStyle::NotKnown,
+        );
+        if let Ok(sel) = selector {
+            if sel.required("metadata.name").is_some_and(|n| n != name) {
+                return Err(Status::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+        }
+        let term = format!(
+            "metadata.name={}",
+            name.replace('\\', "\\\\").replace(',', "\\,")
+        );
+        field_selector = if field_selector.is_empty() {
+            term
+        } else {
+            format!("{field_selector},{term}")
+        };
+    }
+    query.int("timeoutSeconds")?;
+    Ok(WatchOptions {
+        resource_version: query.string("resourceVersion"),
+        resource_version_match: query.string("resourceVersionMatch"),
+        send_initial_events: query
+            .has("sendInitialEvents")
+            .then(|| query.bool("sendInitialEvents")),
+        allow_bookmarks: query.bool("allowWatchBookmarks"),
+        label_selector: query.string("labelSelector"),
+        field_selector,
+    })
+}
+
+/// How long a watch runs: `timeoutSeconds`, or like Kubernetes a random 30–60 minutes.
+fn watch_timeout(query: &Query) -> Result<std::time::Duration, Status> {
+    Ok(match query.int("timeoutSeconds")? {
+        Some(s) if s > 0 => std::time::Duration::from_secs(s as u64),
+        _ => std::time::Duration::from_secs(1800 + u64::from(rand_seconds() % 1800)),
+    })
+}
+
+fn rand_seconds() -> u32 {
+    uuid::Uuid::new_v4().as_u128() as u32
+}
+
+/// A list page in the negotiated representation.
+fn list_response(
+    rt: &RegisteredType,
+    list: ObjectList,
+    output: &Output,
+    include: IncludeObject,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    Ok(match output {
+        Output::Json if !render.pretty => json_bytes_response(200, list_json(&rt.info, &list)),
+        Output::Json => {
+            let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
+                .map_err(|e| Status::internal(e.to_string()))?;
+            respond::json(200, &v, render, "application/json")
+        }
+        Output::Table(target) => {
+            let mut meta = Map::new();
+            meta.insert("resourceVersion".into(), json!(list.resource_version));
+            if !list.continue_token.is_empty() {
+                meta.insert("continue".into(), json!(list.continue_token));
+            }
+            if let Some(n) = list.remaining_item_count {
+                meta.insert("remainingItemCount".into(), json!(n));
+            }
+            let items = list_objects(&list)?;
+            let t = table::table(&items, meta, include, target, true);
+            respond::json(200, &t, render, "application/json")
+        }
+    })
+}
+
+fn json_bytes_response(code: u16, body: Vec<u8>) -> Response<Body> {
+    let mut resp = Response::new(respond::full(body));
+    *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 /// Reads and decodes a JSON request body, checking size and content type.
@@ -295,40 +470,42 @@ async fn resource(
     let include = IncludeObject::parse(query.get("includeObject").unwrap_or(""))?;
     let table_ok = rt.info.supports_table;
     match (method, name.is_empty()) {
-        (Method::GET | Method::HEAD, true) => {
-            if query.bool("watch") {
+        (Method::GET | Method::HEAD, _) if info.watch || query.bool("watch") => {
+            if !rt.info.has_verb(strata_object::Verb::Watch) {
                 return Err(Status::method_not_allowed_for(&rt.info.resource, "watch"));
             }
             let output = negotiate::output(&accept, table_ok)?;
+            let opts = watch_options(&query, name)?;
+            let timeout = watch_timeout(&query)?;
+            let stream = fe.registry.watch(rt.clone(), ns, &opts).await?;
+            let mut resp = Response::new(crate::watch::WatchBody::body(
+                stream, output, include, timeout,
+            ));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            Ok(resp)
+        }
+        (Method::GET | Method::HEAD, true) => {
+            let output = negotiate::output(&accept, table_ok)?;
             let opts = list_options(&query)?;
-            let list = fe.registry.list(&rt, ns, &opts, &|_| true).await?;
-            Ok(match &output {
-                Output::Json => respond::json(
-                    200,
-                    &list_to_value(&rt.info, list),
-                    render,
-                    "application/json",
-                ),
-                Output::Table(target) => {
-                    let mut meta = Map::new();
-                    meta.insert("resourceVersion".into(), json!(list.resource_version));
-                    if !list.continue_token.is_empty() {
-                        meta.insert("continue".into(), json!(list.continue_token));
-                    }
-                    if let Some(n) = list.remaining_item_count {
-                        meta.insert("remainingItemCount".into(), json!(n));
-                    }
-                    let t = table::table(&list.items, meta, include, target, true);
-                    respond::json(200, &t, render, "application/json")
-                }
-            })
+            let list = fe.registry.list(&rt, ns, &opts).await?;
+            list_response(&rt, list, &output, include, render)
         }
         (Method::GET | Method::HEAD, false) => {
             let output = negotiate::output(&accept, table_ok)?;
             let obj = fe
                 .registry
-                .get(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
+                .get_cached(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
                 .await?;
+            if output == Output::Json && !render.pretty {
+                let mut body = Vec::with_capacity(obj.json().len() + 1);
+                body.extend_from_slice(obj.json());
+                body.push(b'\n');
+                return Ok(json_bytes_response(200, body));
+            }
+            let obj = strata_registry::cache::to_object(&obj)?;
             Ok(object_response(200, obj, &output, include, render))
         }
         (Method::POST, true) => {
@@ -398,7 +575,7 @@ async fn resource(
             let opts = delete_options(fe, req, &query).await?;
             let status = fe
                 .registry
-                .delete_collection(&rt, ns, &list_opts, &opts, &|_| true)
+                .delete_collection(&rt, ns, &list_opts, &opts)
                 .await?;
             Ok(respond::json(
                 200,

@@ -12,6 +12,7 @@ mod query;
 mod request;
 mod respond;
 mod table;
+mod watch;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -433,7 +433,10 @@ mod tests {
 
     #[test]
     fn patch_operations_declare_field_validation() {
-        let registry = Registry::with_builtin_types(Arc::new(strata_store::MemoryStore::new()));
+        let registry = Registry::with_builtin_types(
+            Arc::new(strata_store::MemoryStore::new()),
+            Default::default(),
+        );
         let docs = documents(&registry);
         let doc = &docs["api/v1"];
         let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/serviceaccounts/{name}"]["patch"];

@@ -10,6 +10,8 @@ pub struct RequestInfo {
     pub resource: String,
     pub name: String,
     pub subresource: String,
+    /// The deprecated `/watch/` form of a watch (`/api/v1/watch/namespaces/ns/serviceaccounts`).
+    pub watch: bool,
 }
 
 /// Sub-resources of namespaces, which are not resource types inside a namespace.
@@ -37,6 +39,10 @@ impl RequestInfo {
             ..Default::default()
         };
         let mut parts = rest;
+        if parts[0] == "watch" && parts.len() > 1 {
+            info.watch = true;
+            parts = &parts[1..];
+        }
         if parts[0] == "namespaces" && parts.len() > 1 {
             info.namespace = parts[1].into();
             if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2]) {
@@ -103,6 +109,10 @@ mod tests {
         assert_eq!(p("/api/v1"), None);
         assert_eq!(p("/api/v1/namespaces/d/serviceaccounts/a/token/x"), None);
         assert_eq!(p("/api/v1//x"), None);
+        let w = RequestInfo::parse("/api/v1/watch/namespaces/d/serviceaccounts/a").unwrap();
+        assert!(w.watch);
+        assert_eq!((w.namespace.as_str(), w.name.as_str()), ("d", "a"));
+        assert!(!RequestInfo::parse("/api/v1/serviceaccounts").unwrap().watch);
         let g = RequestInfo::parse("/apis/rbac.authorization.k8s.io/v1/roles").unwrap();
         assert_eq!(
             (g.group.as_str(), g.resource.as_str()),

@@ -23,6 +23,14 @@ impl IncludeObject {
             ))),
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::Metadata => "Metadata",
+            Self::Object => "Object",
+        }
+    }
 }
 
 /// The Table group and version a client asked for, echoed in the answer.

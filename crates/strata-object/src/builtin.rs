@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::resource::{GroupVersionKind, NameRule, ResourceType, Scope, SubResource, Verb};
+use crate::selector::UnknownFieldStyle;
 
 const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
 
@@ -83,6 +84,8 @@ fn core_v1(kind: &str, resource: &str, singular: &str, scope: Scope) -> Resource
         supports_strategic_merge: true,
         schema_name,
         definitions,
+        selectable_fields: vec!["metadata.name".into(), "metadata.namespace".into()],
+        unknown_field_style: UnknownFieldStyle::NotKnown,
     }
 }
 
@@ -113,6 +116,9 @@ pub fn namespace() -> ResourceType {
         .filter(|v| *v != Verb::DeleteCollection)
         .collect();
     t.name_rule = NameRule::Dns1123Label;
+    // Namespaces have their own field-label conversion: the name and the phase.
+    t.selectable_fields = vec!["metadata.name".into(), "status.phase".into()];
+    t.unknown_field_style = UnknownFieldStyle::NotSupported;
     let ns = GroupVersionKind::new("", "v1", "Namespace");
     t.subresources = vec![
         SubResource {

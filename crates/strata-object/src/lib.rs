@@ -9,12 +9,14 @@ pub mod field;
 pub mod names;
 mod object;
 pub mod resource;
+pub mod selector;
 mod status;
 mod timestamp;
 mod version;
 
 pub use object::{Object, ObjectError};
 pub use resource::{GroupVersionKind, ResourceType, Scope, SubResource, Verb};
+pub use selector::{FieldSelector, LabelSelector};
 pub use status::{Status, StatusCause, StatusDetails, StatusReason};
 pub use timestamp::{format_time, now_rfc3339, parse_time};
 pub use version::ResourceVersion;

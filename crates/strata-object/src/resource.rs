@@ -124,6 +124,10 @@ pub struct ResourceType {
     /// The OpenAPI component schemas the kind's schema needs, keyed by component name; `$ref`s
     /// point at `#/components/schemas/<name>`.
     pub definitions: Map<String, Value>,
+    /// The fields a `fieldSelector` may name (dotted paths such as `metadata.name`).
+    pub selectable_fields: Vec<String>,
+    /// How a field selector naming another field is refused.
+    pub unknown_field_style: crate::selector::UnknownFieldStyle,
 }
 
 impl ResourceType {

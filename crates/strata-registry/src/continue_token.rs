@@ -1,9 +1,12 @@
 //! Continue tokens of chunked lists: opaque to clients, they carry the snapshot revision and the
-//! next key (relative to the collection's key prefix), in the same layout Kubernetes uses.
+//! next key (relative to the collection's key prefix), in the layout Kubernetes uses, plus when
+//! the first page was served and a keyed checksum, so that an edited or foreign token is refused
+//! instead of listing from wherever it points.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use strata_object::Status;
 
 const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -16,6 +19,8 @@ pub struct ContinueToken {
     pub revision: i64,
     /// The next key to read, relative to the collection prefix.
     pub start: String,
+    /// When the list's first page was served (seconds since the Unix epoch).
+    pub issued: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -23,20 +28,44 @@ struct Wire {
     v: String,
     rv: i64,
     start: String,
+    #[serde(default)]
+    t: u64,
+    #[serde(default)]
+    s: String,
+}
+
+fn checksum(key: &[u8], collection: &str, rv: i64, start: &str, issued: u64) -> String {
+    let mut h = Sha256::new();
+    h.update(key);
+    h.update(collection.as_bytes());
+    h.update([0]);
+    h.update(TOKEN_VERSION.as_bytes());
+    h.update(rv.to_be_bytes());
+    h.update(issued.to_be_bytes());
+    h.update(start.as_bytes());
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl ContinueToken {
-    pub fn encode(&self) -> String {
+    /// The token's text, checksummed with the cluster's token `key` and bound to the
+    /// `collection` (its key prefix) it pages through.
+    pub fn encode(&self, key: &[u8], collection: &str) -> String {
         let wire = Wire {
             v: TOKEN_VERSION.into(),
             rv: self.revision,
             start: self.start.clone(),
+            t: self.issued,
+            s: checksum(key, collection, self.revision, &self.start, self.issued),
         };
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&wire).unwrap_or_default())
     }
 
-    /// Decodes a token, rejecting anything this server did not issue with 400.
-    pub fn decode(token: &str) -> Result<Self, Status> {
+    /// Decodes a token, rejecting with 400 anything this cluster did not issue for this
+    /// collection.
+    pub fn decode(token: &str, key: &[u8], collection: &str) -> Result<Self, Status> {
         let bad = |why: &str| {
             Status::bad_request(format!(
                 "invalid continue token: continue key is not valid: {why}"
@@ -62,9 +91,15 @@ impl ContinueToken {
         if wire.start.starts_with('/') || wire.start.split('/').any(|p| p == "..") {
             return Err(bad("start key leaves the collection"));
         }
+        if wire.s != checksum(key, collection, wire.rv, &wire.start, wire.t) {
+            return Err(bad(
+                "the token was not issued for this collection by this cluster, or was altered",
+            ));
+        }
         Ok(Self {
             revision: wire.rv,
             start: wire.start,
+            issued: wire.t,
         })
     }
 }
@@ -75,16 +110,44 @@ mod tests {
 
     #[test]
     fn round_trip_and_rejects() {
+        let key = b"cluster key";
         let t = ContinueToken {
             revision: 42,
             start: "default/b\0".into(),
+            issued: 1_700_000_000,
         };
-        assert_eq!(ContinueToken::decode(&t.encode()).unwrap(), t);
-        assert_eq!(ContinueToken::decode("%%%").unwrap_err().code, 400);
-        assert_eq!(ContinueToken::decode("e30").unwrap_err().code, 400);
+        let c = "/registry/serviceaccounts/default/";
+        assert_eq!(ContinueToken::decode(&t.encode(key, c), key, c).unwrap(), t);
+        let other_cluster = t.encode(b"other", c);
+        assert_eq!(
+            ContinueToken::decode(&other_cluster, key, c)
+                .unwrap_err()
+                .code,
+            400
+        );
+        let other_collection = t.encode(key, "/registry/namespaces/");
+        assert_eq!(
+            ContinueToken::decode(&other_collection, key, c)
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(ContinueToken::decode("%%%", key, c).unwrap_err().code, 400);
+        assert_eq!(ContinueToken::decode("e30", key, c).unwrap_err().code, 400);
         let foreign = URL_SAFE_NO_PAD.encode(br#"{"v":"x/v9","rv":1,"start":"a"}"#);
-        assert_eq!(ContinueToken::decode(&foreign).unwrap_err().code, 400);
+        assert_eq!(
+            ContinueToken::decode(&foreign, key, c).unwrap_err().code,
+            400
+        );
+        let unsigned = URL_SAFE_NO_PAD.encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":"a"}"#);
+        assert_eq!(
+            ContinueToken::decode(&unsigned, key, c).unwrap_err().code,
+            400
+        );
         let escape = URL_SAFE_NO_PAD.encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":"../x"}"#);
-        assert_eq!(ContinueToken::decode(&escape).unwrap_err().code, 400);
+        assert_eq!(
+            ContinueToken::decode(&escape, key, c).unwrap_err().code,
+            400
+        );
     }
 }

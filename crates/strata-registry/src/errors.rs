@@ -29,3 +29,24 @@ pub fn store_error(rt: &RegisteredType, name: &str, err: StoreError) -> Status {
         }
     }
 }
+
+/// Interprets a watch-cache error of a read or watch of type `rt`.
+pub fn cache_error(rt: &RegisteredType, err: strata_watch::CacheError) -> Status {
+    use strata_watch::CacheError;
+    match err {
+        CacheError::Expired { requested, oldest } => Status::expired(format!(
+            "too old resource version: {} ({})",
+            requested.get(),
+            oldest.get()
+        )),
+        CacheError::TooLarge { requested, current } => {
+            Status::too_large_resource_version(requested.get(), current.get(), 1)
+                .with_retry_after(1)
+        }
+        CacheError::Overflow { buffered } => Status::expired(format!(
+            "watch closed: the client fell {buffered} events behind; list again and watch from \
+             the list's resourceVersion"
+        )),
+        CacheError::Storage(e) => store_error(rt, "", e),
+    }
+}

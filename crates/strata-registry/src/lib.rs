@@ -6,14 +6,17 @@
 //! [`Strategy`]. Storage errors become `Status` in [`errors`], once. This crate knows nothing of
 //! HTTP: the frontend hands it decoded values and options, and renders what it returns.
 
+pub mod cache;
 mod continue_token;
 pub mod errors;
+mod selection;
 pub mod strategy;
 mod validation;
 pub mod version;
+mod watch;
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -21,17 +24,25 @@ use strata_object::field::FieldError;
 use strata_object::resource::Scope;
 use strata_object::{now_rfc3339, Object, ResourceType, Status};
 use strata_store::{KeyValue, RangeRequest, Revision, Store, StoreError};
+use strata_watch::{CacheConfig, CachedObject, Caches, Decoder, WatchCache};
 
 pub use continue_token::ContinueToken;
+pub use selection::Selection;
+pub use strata_watch::{CacheError, CacheMetrics, EventType, WatchItem};
 pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
+pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
 
-use crate::errors::store_error;
+use crate::cache::JsonDecoder;
+use crate::errors::{cache_error, store_error};
 use crate::version::{to_resource_version, to_revision};
 
-/// A resource type with the strategy that gives it its kind-specific behaviour.
+/// A resource type with the strategy that gives it its kind-specific behaviour and the watch
+/// cache that serves its reads.
 pub struct RegisteredType {
     pub info: ResourceType,
     pub strategy: Arc<dyn Strategy>,
+    pub cache: Arc<WatchCache>,
+    decoder: Arc<JsonDecoder>,
 }
 
 impl std::fmt::Debug for RegisteredType {
@@ -65,12 +76,14 @@ pub struct ListOptions {
     pub continue_token: String,
     pub resource_version: String,
     pub resource_version_match: String,
+    pub label_selector: String,
+    pub field_selector: String,
 }
 
 /// One page of a collection.
 #[derive(Clone, Debug)]
 pub struct ObjectList {
-    pub items: Vec<Object>,
+    pub items: Vec<Arc<CachedObject>>,
     pub resource_version: String,
     pub continue_token: String,
     pub remaining_item_count: Option<u64>,
@@ -86,14 +99,40 @@ pub struct Deleted {
 }
 
 /// How long a read at a resource version the store has not reached waits before 504.
-const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
 /// How often a create with `generateName` retries on a name collision.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// Settings of the registry and its caches.
+#[derive(Clone, Debug)]
+pub struct RegistryConfig {
+    pub cache: CacheConfig,
+    /// How long a continue token stays valid.
+    pub continue_token_lifetime: Duration,
+    /// The WatchList feature: `sendInitialEvents` on watches.
+    pub watch_list: bool,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            cache: CacheConfig::default(),
+            continue_token_lifetime: Duration::from_secs(300),
+            watch_list: true,
+        }
+    }
+}
+
+/// The store key of the cluster's continue-token checksum key.
+const TOKEN_KEY: &str = "/strata/continue-token-key";
 
 /// The REST semantics of every registered type over one store.
 pub struct Registry {
     store: Arc<dyn Store>,
     types: Vec<Arc<RegisteredType>>,
+    caches: Arc<Caches>,
+    config: RegistryConfig,
+    token_key: OnceLock<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -105,16 +144,19 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
         Self {
+            caches: Arc::new(Caches::new(store.clone(), config.cache.clone())),
             store,
             types: Vec::new(),
+            config,
+            token_key: OnceLock::new(),
         }
     }
 
     /// The built-in types (Namespace, ServiceAccount) with their strategies.
-    pub fn with_builtin_types(store: Arc<dyn Store>) -> Self {
-        let mut r = Self::new(store);
+    pub fn with_builtin_types(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
+        let mut r = Self::new(store, config);
         r.register(
             strata_object::builtin::namespace(),
             Arc::new(NamespaceStrategy),
@@ -128,8 +170,66 @@ impl Registry {
 
     /// Adds a resource type. Registering is all it takes for routing, discovery and OpenAPI to
     /// serve it.
+    /// Call before [`Registry::start`].
     pub fn register(&mut self, info: ResourceType, strategy: Arc<dyn Strategy>) {
-        self.types.push(Arc::new(RegisteredType { info, strategy }));
+        let decoder = Arc::new(JsonDecoder::new(&info));
+        let resource = if info.group.is_empty() {
+            info.resource.clone()
+        } else {
+            format!("{}.{}", info.resource, info.group)
+        };
+        let cache = self
+            .caches
+            .add(&resource, &info.key_prefix(), decoder.clone());
+        self.types.push(Arc::new(RegisteredType {
+            info,
+            strategy,
+            cache,
+            decoder,
+        }));
+    }
+
+    /// Loads the watch caches and the cluster's token key; serve requests only after this.
+    pub async fn start(&self) -> Result<(), Status> {
+        let key = self.load_token_key().await?;
+        let _ = self.token_key.set(key);
+        self.caches
+            .start()
+            .await
+            .map_err(|e| Status::service_unavailable(format!("loading the watch cache: {e}")))
+    }
+
+    /// Reads the continue-token key, creating it on first start (every replica reads the same).
+    async fn load_token_key(&self) -> Result<Vec<u8>, Status> {
+        let unavailable = |e: StoreError| Status::service_unavailable(format!("token key: {e}"));
+        loop {
+            if let (Some(kv), _) = self.store.get(TOKEN_KEY, None).await.map_err(unavailable)? {
+                return Ok(kv.value.to_vec());
+            }
+            let key: [u8; 32] = rand::random();
+            match self
+                .store
+                .create(TOKEN_KEY, Bytes::copy_from_slice(&key))
+                .await
+            {
+                Ok(_) => return Ok(key.to_vec()),
+                Err(StoreError::Exists(_)) => continue,
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    }
+
+    fn token_key(&self) -> &[u8] {
+        self.token_key.get().map(Vec::as_slice).unwrap_or(b"")
+    }
+
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
+    }
+
+    /// Counters of every watch cache.
+    pub fn cache_metrics(&self) -> Vec<CacheMetrics> {
+        self.caches.all().iter().map(|c| c.metrics()).collect()
     }
 
     pub fn types(&self) -> &[Arc<RegisteredType>] {
@@ -161,8 +261,31 @@ impl Registry {
 
     // ----- reads -----
 
-    /// Reads one object. `resource_version` "" reads the latest; "0" accepts any (the latest is
-    /// served); another value must not be newer than what the store has reached.
+    /// Reads one object: `resource_version` "" reads the latest (consistently), "0" whatever
+    /// the cache holds, another value a state not older than it. Served by the watch cache.
+    pub async fn get_cached(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> Result<Arc<CachedObject>, Status> {
+        let min = match resource_version {
+            "0" => Revision::ZERO,
+            "" => self.consistent_revision(rt).await?,
+            rv => to_revision(rv)?.unwrap_or(Revision::ZERO),
+        };
+        rt.cache
+            .wait_for(min, FUTURE_REVISION_WAIT)
+            .await
+            .map_err(|e| cache_error(rt, e))?;
+        match rt.cache.get(&rt.info.key(namespace, name)).0 {
+            Some(obj) => Ok(obj),
+            None => Err(Status::not_found(&rt.info.group, &rt.info.resource, name)),
+        }
+    }
+
+    /// [`Registry::get_cached`] as an object tree.
     pub async fn get(
         &self,
         rt: &RegisteredType,
@@ -170,21 +293,18 @@ impl Registry {
         name: &str,
         resource_version: &str,
     ) -> Result<Object, Status> {
-        if resource_version != "0" {
-            if let Some(min) = to_revision(resource_version)? {
-                self.wait_for_revision(min).await?;
-            }
-        }
-        let key = rt.info.key(namespace, name);
-        let (kv, _) = self
-            .store
-            .get(&key, None)
+        let c = self
+            .get_cached(rt, namespace, name, resource_version)
+            .await?;
+        cache::to_object(&c)
+    }
+
+    /// The revision a consistent read must reflect.
+    async fn consistent_revision(&self, rt: &RegisteredType) -> Result<Revision, Status> {
+        self.store
+            .consistent_revision()
             .await
-            .map_err(|e| store_error(rt, name, e))?;
-        match kv {
-            Some(kv) => decode_stored(rt, &kv),
-            None => Err(Status::not_found(&rt.info.group, &rt.info.resource, name)),
-        }
+            .map_err(|e| store_error(rt, "", e))
     }
 
     /// Waits until the store reaches `min`, or answers 504 "too large resource version".
@@ -215,61 +335,166 @@ impl Registry {
         }
     }
 
-    /// Lists a collection (one namespace, or all when `namespace` is empty), honouring `limit`,
-    /// `continue` and the resource-version rules of spec §4.11.
+    /// Lists a collection (one namespace, or all when `namespace` is empty), honouring the
+    /// selectors, `limit`, `continue` and the resource-version rules of spec §4.11. "Any",
+    /// "Not Older Than" and "Most Recent" are served by the watch cache; "Exact" and the later
+    /// pages of a chunked list read the store at the snapshot's revision.
     pub async fn list(
         &self,
         rt: &RegisteredType,
         namespace: &str,
         opts: &ListOptions,
-        filter: &(dyn Fn(&Object) -> bool + Sync),
     ) -> Result<ObjectList, Status> {
+        validate_list_options(opts)?;
+        let selection = Selection::parse(&rt.info, &opts.label_selector, &opts.field_selector)?;
         let prefix = rt.info.collection_prefix(namespace);
-        let (revision, start) = self.resolve_list_start(rt, &prefix, opts).await?;
+        if !opts.continue_token.is_empty() {
+            let token = ContinueToken::decode(&opts.continue_token, self.token_key(), &prefix)?;
+            let start = format!("{prefix}{}", token.start);
+            let age = unix_now().saturating_sub(token.issued);
+            if token.revision >= 0 && age > self.config.continue_token_lifetime.as_secs() {
+                return Err(self.continue_expired(&token, &prefix));
+            }
+            let rev = (token.revision >= 0).then_some(Revision(token.revision as u64));
+            let page = StorePage {
+                prefix: &prefix,
+                start,
+                revision: rev,
+                issued: token.issued,
+            };
+            return match self.list_from_store(rt, page, opts.limit, &selection).await {
+                Err(StoreError::Compacted { .. }) => Err(self.continue_expired(&token, &prefix)),
+                other => other.map_err(|e| store_error(rt, "", e)),
+            };
+        }
+        let requested = to_revision(&opts.resource_version)?;
+        let rv = opts.resource_version.as_str();
+        let exact = match opts.resource_version_match.as_str() {
+            "Exact" => true,
+            "NotOlderThan" => false,
+            _ => !rv.is_empty() && rv != "0" && opts.limit > 0,
+        };
+        if exact {
+            let rev = requested.unwrap_or(Revision::ZERO);
+            self.wait_for_revision(rev).await?;
+            let page = StorePage {
+                prefix: &prefix,
+                start: String::new(),
+                revision: Some(rev),
+                issued: unix_now(),
+            };
+            return match self.list_from_store(rt, page, opts.limit, &selection).await {
+                Err(StoreError::Compacted { .. }) => Err(Status::expired(
+                    "The resourceVersion for the provided list is too old.",
+                )),
+                other => other.map_err(|e| store_error(rt, "", e)),
+            };
+        }
+        let min = match rv {
+            "" => self.consistent_revision(rt).await?,
+            "0" => Revision::ZERO,
+            _ => requested.unwrap_or(Revision::ZERO),
+        };
+        rt.cache
+            .wait_for(min, FUTURE_REVISION_WAIT)
+            .await
+            .map_err(|e| cache_error(rt, e))?;
+        let page = rt.cache.list(&prefix, "", opts.limit, &selection.filter());
+        let (continue_token, remaining_item_count) = match &page.next_key {
+            Some(next) => {
+                let token = ContinueToken {
+                    revision: page.revision.get() as i64,
+                    start: next[prefix.len()..].to_string(),
+                    issued: unix_now(),
+                };
+                let count = selection.is_empty().then_some(page.remaining);
+                (token.encode(self.token_key(), &prefix), count)
+            }
+            None => (String::new(), None),
+        };
+        Ok(ObjectList {
+            items: page.items,
+            resource_version: to_resource_version(page.revision).to_string(),
+            continue_token,
+            remaining_item_count,
+        })
+    }
+
+    /// 410 for a continue token past its lifetime or its snapshot, with a token that continues
+    /// from the same key at the latest revision.
+    fn continue_expired(&self, token: &ContinueToken, prefix: &str) -> Status {
+        let mut s = Status::expired(
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter, or use the continue token \
+             in this response to retrieve the remainder of the results. Continuing with the \
+             provided token results in an inconsistent list - objects that were created, \
+             modified, or deleted between the time the first chunk was returned and now may show \
+             up in the list.",
+        );
+        s.metadata.continue_token = ContinueToken {
+            revision: -1,
+            start: token.start.clone(),
+            issued: unix_now(),
+        }
+        .encode(self.token_key(), prefix);
+        s
+    }
+
+    /// Reads one page from the store at a revision (the latest when `None`).
+    async fn list_from_store(
+        &self,
+        rt: &RegisteredType,
+        page: StorePage<'_>,
+        limit: usize,
+        selection: &Selection,
+    ) -> Result<ObjectList, StoreError> {
+        let prefix = page.prefix;
         let mut items = Vec::new();
-        let mut next_start = start;
-        let mut read_rev = revision;
+        let mut next_start = page.start;
+        let mut read_rev = page.revision;
         let remaining;
         loop {
             let resp = self
                 .store
                 .range(RangeRequest {
-                    prefix: prefix.clone(),
+                    prefix: prefix.to_string(),
                     start: next_start.clone(),
-                    limit: if opts.limit == 0 {
-                        0
-                    } else {
-                        opts.limit - items.len()
-                    },
+                    limit: if limit == 0 { 0 } else { limit - items.len() },
                     revision: read_rev,
                 })
-                .await
-                .map_err(|e| list_store_error(rt, e, !opts.continue_token.is_empty()))?;
+                .await?;
             read_rev = Some(resp.revision);
             let got = resp.kvs.len();
             if let Some(last) = resp.kvs.last() {
                 next_start = format!("{}\0", last.key);
             }
             for kv in &resp.kvs {
-                let obj = decode_stored(rt, kv)?;
-                if filter(&obj) {
-                    items.push(obj);
+                let obj = rt
+                    .decoder
+                    .decode(&kv.key, &kv.value, kv.mod_revision)
+                    .map_err(|e| StoreError::Corrupt(format!("{}: {e}", kv.key)))?;
+                if selection.matches(&obj) {
+                    items.push(Arc::new(obj));
                 }
             }
             // Filtered pages may come up short; keep reading while the page is not full and
-            // the store has more, like a server-side paging loop.
-            if opts.limit == 0 || resp.remaining == 0 || items.len() >= opts.limit || got == 0 {
+            // the store has more.
+            if limit == 0 || resp.remaining == 0 || items.len() >= limit || got == 0 {
                 remaining = resp.remaining;
                 break;
             }
         }
         let revision = read_rev.unwrap_or(Revision::ZERO);
-        let (continue_token, remaining_item_count) = if opts.limit > 0 && remaining > 0 {
+        let (continue_token, remaining_item_count) = if limit > 0 && remaining > 0 {
             let token = ContinueToken {
                 revision: revision.get() as i64,
                 start: next_start[prefix.len()..].to_string(),
+                issued: page.issued,
             };
-            (token.encode(), Some(remaining))
+            (
+                token.encode(self.token_key(), prefix),
+                selection.is_empty().then_some(remaining),
+            )
         } else {
             (String::new(), None)
         };
@@ -279,55 +504,6 @@ impl Registry {
             continue_token,
             remaining_item_count,
         })
-    }
-
-    /// Chooses the revision and first key of a list from its options.
-    async fn resolve_list_start(
-        &self,
-        rt: &RegisteredType,
-        prefix: &str,
-        opts: &ListOptions,
-    ) -> Result<(Option<Revision>, String), Status> {
-        validate_list_options(opts)?;
-        if !opts.continue_token.is_empty() {
-            let token = ContinueToken::decode(&opts.continue_token)?;
-            let start = format!("{prefix}{}", token.start);
-            let rev = if token.revision < 0 {
-                None
-            } else {
-                Some(Revision(token.revision as u64))
-            };
-            return Ok((rev, start));
-        }
-        let requested = to_revision(&opts.resource_version)?;
-        let rev = match (
-            opts.resource_version.as_str(),
-            opts.resource_version_match.as_str(),
-        ) {
-            ("", _) | ("0", _) => None,
-            (_, "Exact") => requested,
-            (_, "NotOlderThan") => {
-                if let Some(min) = requested {
-                    self.wait_for_revision(min).await?;
-                }
-                None
-            }
-            // A resource version without a match rule: exact when paging, else not older than.
-            _ if opts.limit > 0 => requested,
-            _ => {
-                if let Some(min) = requested {
-                    self.wait_for_revision(min).await?;
-                }
-                None
-            }
-        };
-        if let Some(r) = rev {
-            if r > self.store.current_revision() {
-                self.wait_for_revision(r).await?;
-            }
-        }
-        let _ = rt;
-        Ok((rev, String::new()))
     }
 
     // ----- writes -----
@@ -447,6 +623,11 @@ impl Registry {
             return Ok(());
         };
         let key = ns.info.key("", namespace);
+        // The cache answers almost always; a namespace created a moment ago may not be in it
+        // yet, so a miss asks the store.
+        if ns.cache.get(&key).0.is_some() {
+            return Ok(());
+        }
         match self.store.get(&key, None).await {
             Ok((Some(_), _)) => Ok(()),
             Ok((None, _)) => Err(Status::not_found("", "namespaces", namespace)),
@@ -741,11 +922,11 @@ impl Registry {
         namespace: &str,
         list_opts: &ListOptions,
         opts: &DeleteOptions,
-        filter: &(dyn Fn(&Object) -> bool + Sync),
     ) -> Result<Status, Status> {
-        let list = self.list(rt, namespace, list_opts, filter).await?;
+        let list = self.list(rt, namespace, list_opts).await?;
         for obj in &list.items {
-            match self.delete(rt, obj.namespace(), obj.name(), opts).await {
+            let (ns, name) = cache::name_of(obj);
+            match self.delete(rt, ns, name, opts).await {
                 Ok(_) => {}
                 // Removed meanwhile by someone else: the goal is reached.
                 Err(s) if s.code == 404 => {}
@@ -834,17 +1015,20 @@ fn validate_list_options(opts: &ListOptions) -> Result<(), Status> {
     Ok(())
 }
 
-fn list_store_error(rt: &RegisteredType, e: StoreError, continuing: bool) -> Status {
-    match e {
-        StoreError::Compacted { .. } if continuing => Status::expired(
-            "The provided continue parameter is too old to display a consistent list result. \
-             You can start a new list without the continue parameter.",
-        ),
-        StoreError::Compacted { .. } => {
-            Status::expired("The resourceVersion for the provided list is too old.")
-        }
-        e => store_error(rt, "", e),
-    }
+/// Where a store-served page starts.
+struct StorePage<'a> {
+    prefix: &'a str,
+    start: String,
+    revision: Option<Revision>,
+    /// When the list's first page was served.
+    issued: u64,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn generated_name(base: &str) -> String {
@@ -874,36 +1058,43 @@ fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
     Ok(obj)
 }
 
-/// Renders a list page as the kind's list object (`ServiceAccountList` …); items carry no type
-/// fields, as Kubernetes' typed lists do.
-pub fn list_to_value(info: &ResourceType, list: ObjectList) -> Value {
+/// Renders a list page as the kind's list object (`ServiceAccountList` …) in compact JSON; items
+/// carry no type fields, as Kubernetes' typed lists do.
+pub fn list_json(info: &ResourceType, list: &ObjectList) -> Vec<u8> {
     let mut meta = Map::new();
     meta.insert(
         "resourceVersion".into(),
-        Value::String(list.resource_version),
+        Value::String(list.resource_version.clone()),
     );
     if !list.continue_token.is_empty() {
-        meta.insert("continue".into(), Value::String(list.continue_token));
+        meta.insert(
+            "continue".into(),
+            Value::String(list.continue_token.clone()),
+        );
     }
     if let Some(n) = list.remaining_item_count {
         meta.insert("remainingItemCount".into(), json!(n));
     }
-    let items: Vec<Value> = list
-        .items
-        .into_iter()
-        .map(|o| {
-            let mut m = o.into_value();
-            if let Value::Object(m) = &mut m {
-                m.remove("kind");
-                m.remove("apiVersion");
-            }
-            m
-        })
-        .collect();
-    json!({
-        "kind": info.list_kind,
-        "apiVersion": info.api_version(),
-        "metadata": meta,
-        "items": items,
-    })
+    let size: usize = list.items.iter().map(|i| i.json().len()).sum();
+    let mut out = Vec::with_capacity(size + 256);
+    out.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut out, &info.list_kind).unwrap_or_default();
+    out.extend_from_slice(b",\"apiVersion\":");
+    serde_json::to_writer(&mut out, &info.api_version()).unwrap_or_default();
+    out.extend_from_slice(b",\"metadata\":");
+    serde_json::to_writer(&mut out, &meta).unwrap_or_default();
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in list.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item.write_json_item(&mut out);
+    }
+    out.extend_from_slice(b"]}\n");
+    out
+}
+
+/// The items of a list page as object trees.
+pub fn list_objects(list: &ObjectList) -> Result<Vec<Object>, Status> {
+    list.items.iter().map(|c| cache::to_object(c)).collect()
 }

@@ -28,6 +28,14 @@ pub struct Config {
     pub feature_gates: BTreeMap<String, bool>,
     /// How long in-flight requests may take to finish at shutdown.
     pub shutdown_drain: Duration,
+    /// How long a continue token stays valid (`--continue-token-lifetime`, default 5m).
+    pub continue_token_lifetime: Duration,
+    /// How often watchers that allow bookmarks get one (`--watch-bookmark-interval`, 1s).
+    pub watch_bookmark_interval: Duration,
+    /// Events buffered per watcher before it is closed as too slow (`--watch-buffer-size`).
+    pub watch_buffer_size: usize,
+    /// Events each type's watch cache keeps in its window (`--watch-cache-size`).
+    pub watch_cache_size: usize,
 }
 
 impl Default for Config {
@@ -40,6 +48,10 @@ impl Default for Config {
             compaction_interval: Duration::from_secs(300),
             feature_gates: BTreeMap::new(),
             shutdown_drain: Duration::from_secs(10),
+            continue_token_lifetime: Duration::from_secs(300),
+            watch_bookmark_interval: Duration::from_secs(1),
+            watch_buffer_size: 1000,
+            watch_cache_size: 100_000,
         }
     }
 }
@@ -64,6 +76,14 @@ flags:
                                     how often old history is compacted (default 5m)
   --feature-gates K=V[,K=V]         e.g. APIResponseCompression=false
   --shutdown-drain DURATION         time allowed for requests in flight at shutdown (default 10s)
+  --continue-token-lifetime DURATION
+                                    how long a list's continue token stays valid (default 5m)
+  --watch-bookmark-interval DURATION
+                                    how often watchers that allow bookmarks get one (default 1s)
+  --watch-buffer-size N             events buffered per watcher; a watcher that falls further
+                                    behind is closed with 410 Expired (default 1000)
+  --watch-cache-size N              events kept per resource type for resuming watches
+                                    (default 100000; history older than the store's is dropped)
 ";
 
 /// Parses a Go-style duration: `300ms`, `5s`, `5m`, `1h30m`; a bare number means seconds.
@@ -102,6 +122,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// A positive count flag.
+fn count(flag: &str, v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{flag} needs a positive integer, got {v:?}")),
+    }
+}
+
 impl Config {
     /// Parses the arguments after `serve`.
     pub fn from_args(args: &[String]) -> Result<Config, String> {
@@ -137,6 +165,14 @@ impl Config {
                 "--history-retention" => c.history_retention = parse_duration(&value()?)?,
                 "--etcd-compaction-interval" => c.compaction_interval = parse_duration(&value()?)?,
                 "--shutdown-drain" => c.shutdown_drain = parse_duration(&value()?)?,
+                "--continue-token-lifetime" => {
+                    c.continue_token_lifetime = parse_duration(&value()?)?
+                }
+                "--watch-bookmark-interval" => {
+                    c.watch_bookmark_interval = parse_duration(&value()?)?
+                }
+                "--watch-buffer-size" => c.watch_buffer_size = count(&flag, &value()?)?,
+                "--watch-cache-size" => c.watch_cache_size = count(&flag, &value()?)?,
                 "--feature-gates" => {
                     for pair in value()?.split(',').filter(|p| !p.is_empty()) {
                         let (k, v) = pair

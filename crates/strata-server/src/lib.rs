@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use strata_http::{Frontend, FrontendConfig};
-use strata_registry::{Registry, WriteOptions};
+use strata_registry::{Registry, RegistryConfig, WriteOptions};
 use strata_store::{MemoryStore, Revision, Store};
 use strata_store_rocksdb::{RocksOptions, RocksStore};
+use strata_watch::CacheConfig;
 use tokio::net::TcpListener;
 
 pub use config::{Backend, Config};
@@ -112,7 +113,21 @@ impl Server {
     /// Opens storage, bootstraps and binds the listener.
     pub async fn start(config: Config) -> Result<Server, String> {
         let store = open_store(&config)?;
-        let registry = Arc::new(Registry::with_builtin_types(store.clone()));
+        let registry_config = RegistryConfig {
+            cache: CacheConfig {
+                window_events: config.watch_cache_size,
+                watcher_buffer: config.watch_buffer_size,
+                bookmark_interval: config.watch_bookmark_interval,
+                ..CacheConfig::default()
+            },
+            continue_token_lifetime: config.continue_token_lifetime,
+            watch_list: config.gate("WatchList"),
+        };
+        let registry = Arc::new(Registry::with_builtin_types(store.clone(), registry_config));
+        registry
+            .start()
+            .await
+            .map_err(|s| format!("cannot start the registry: {}", s.message))?;
         bootstrap(&registry).await?;
         let frontend = Arc::new(Frontend::new(registry, FrontendConfig::default()));
         let listener = TcpListener::bind(config.listen)

@@ -1,5 +1,6 @@
 //! Real kubectl (1.31 and 1.37, run as subprocesses) against the real binary: create -f, get,
-//! replace, patch, label, delete, chunked lists, api-resources, explain, version and namespaces.
+//! replace, patch, label, delete (waiting for the deletion), chunked lists, get -w, wait
+//! --for=delete, api-resources, explain, version and namespaces.
 //!
 //! A missing kubectl binary skips its tests with a loud notice (see
 //! /work/shared/tools/install-clients.sh); a present one is asserted on for real.
@@ -7,17 +8,18 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::{run_with_timeout, Finished, TestServer};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// How long one kubectl invocation may take before it counts as hung.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// kubectl 1.31 talks JSON everywhere; newer ones send protobuf from their typed clients
-/// (`create namespace|serviceaccount`) and use WatchList for `delete --wait`.
+/// (`create namespace|serviceaccount`) and use WatchList (a streaming list) for `delete` and
+/// `wait`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Version {
     V1_31,
@@ -32,8 +34,8 @@ impl Version {
         }
     }
 
-    /// Neither protobuf request bodies nor WatchList are served yet, so 1.37 uses `create -f`
-    /// and `delete --wait=false`.
+    /// Protobuf request bodies are not served yet, so 1.37 uses `create -f` where 1.31 uses
+    /// `create namespace|serviceaccount`.
     fn modern(self) -> bool {
         self == Version::V1_37
     }
@@ -111,8 +113,8 @@ preferences: {{}}
         p.to_str().expect("utf-8 path").to_string()
     }
 
-    /// Runs kubectl with these arguments, killing it (and failing the test) after [`TIMEOUT`].
-    fn run(&self, args: &[&str]) -> Finished {
+    /// The kubectl command with this run's kubeconfig, cache dir and environment.
+    fn command(&self, args: &[&str]) -> Command {
         let home = self.path("home");
         std::fs::create_dir_all(&home).expect("home dir");
         let mut cmd = Command::new(&self.bin);
@@ -125,7 +127,32 @@ preferences: {{}}
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &home)
             .env("KUBECONFIG", &self.kubeconfig);
-        run_with_timeout(&mut cmd, self.dir.path(), TIMEOUT)
+        cmd
+    }
+
+    /// Runs kubectl with these arguments, killing it (and failing the test) after [`TIMEOUT`].
+    fn run(&self, args: &[&str]) -> Finished {
+        run_with_timeout(&mut self.command(args), self.dir.path(), TIMEOUT)
+    }
+
+    /// Starts a long-running kubectl (such as `get -w`) in the background, its output going to
+    /// files; it is killed when the returned handle is dropped.
+    fn spawn(&self, name: &str, args: &[&str]) -> Background {
+        let out = self.path(&format!("{name}.stdout"));
+        let err = self.path(&format!("{name}.stderr"));
+        let child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).expect("stdout file"))
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.version.binary_name()));
+        Background {
+            child,
+            out,
+            err,
+            what: format!("{} {args:?}", self.version.binary_name()),
+        }
     }
 
     /// Runs kubectl, asserts exit 0 and returns stdout.
@@ -175,6 +202,74 @@ preferences: {{}}
         let r = self.fails(&["get", "--raw", raw_path]);
         assert!(r.stderr.contains("NotFound"), "{}", r.stderr);
     }
+}
+
+/// A kubectl running in the background; killed on drop.
+struct Background {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+    what: String,
+}
+
+impl Background {
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits until its output satisfies `done`, failing the test (with the output) after
+    /// [`TIMEOUT`] or if kubectl exits first.
+    fn wait_for(&mut self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
+        loop {
+            let out = self.stdout();
+            if done(&out) {
+                return out;
+            }
+            let exited = self.child.try_wait().expect("poll kubectl");
+            if exited.is_some() || started.elapsed() > TIMEOUT {
+                // One last look: the output may have been completed just before the exit.
+                let out = self.stdout();
+                if done(&out) {
+                    return out;
+                }
+                panic!(
+                    "{}: {} ({what})\nstdout:\n{out}\nstderr:\n{}",
+                    self.what,
+                    match exited {
+                        Some(status) => format!("exited ({status}) before showing"),
+                        None => format!("did not show within {TIMEOUT:?}"),
+                    },
+                    std::fs::read_to_string(&self.err).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a future to completion on a fresh runtime (the kubectl tests are synchronous).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// Whether some line of `text` starts with these columns.
+fn has_row(text: &str, cols: &[&str]) -> bool {
+    text.lines().any(|l| {
+        let got: Vec<&str> = l.split_whitespace().collect();
+        got.len() >= cols.len() && got[..cols.len()] == *cols
+    })
 }
 
 /// The columns of the first line of `text` that contains `first`.
@@ -322,12 +417,8 @@ automountServiceAccountToken: false
     let r = k.fails(&["patch", "sa", "nobody", "--type=merge", "-p", "{}"]);
     assert!(r.stderr.contains("NotFound"), "{}", r.stderr);
 
-    // delete.
-    let out = if version.modern() {
-        k.ok(&["delete", "sa", "robot", "--wait=false"])
-    } else {
-        k.ok(&["delete", "sa", "robot"])
-    };
+    // delete, waiting for the deletion as it does by default (1.37 through a streaming list).
+    let out = k.ok(&["delete", "sa", "robot"]);
     assert!(out.starts_with("serviceaccount \"robot\" deleted"), "{out}");
     k.assert_gone("sa", "robot", robot_path);
     let r = k.fails(&["delete", "sa", "robot", "--wait=false"]);
@@ -419,31 +510,10 @@ fn namespaces(version: Version) {
     let r = k.fails(&["get", "ns", "missing"]);
     assert!(r.stderr.contains("NotFound"), "{}", r.stderr);
 
-    if version.modern() {
-        let out = k.ok(&["delete", "ns", "foo", "--wait=false"]);
-        assert!(out.starts_with("namespace \"foo\" deleted"), "{out}");
-        // Kubernetes may keep it Terminating for a while; it must be gone or on its way out.
-        let r = k.run(&[
-            "get",
-            "ns",
-            "foo",
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ]);
-        if r.success() {
-            assert!(
-                !r.stdout.is_empty(),
-                "namespace foo is neither gone nor terminating"
-            );
-        } else {
-            assert!(r.stderr.contains("NotFound"), "{}", r.stderr);
-        }
-    } else {
-        // Plain delete waits until GET answers 404.
-        let out = k.ok(&["delete", "ns", "foo"]);
-        assert!(out.starts_with("namespace \"foo\" deleted"), "{out}");
-        k.assert_gone("ns", "foo", "/api/v1/namespaces/foo");
-    }
+    // Plain delete waits until the namespace is finalized and gone.
+    let out = k.ok(&["delete", "ns", "foo"]);
+    assert!(out.starts_with("namespace \"foo\" deleted"), "{out}");
+    k.assert_gone("ns", "foo", "/api/v1/namespaces/foo");
     let r = k.fails(&["delete", "ns", "default", "--wait=false"]);
     assert!(r.stderr.contains("Forbidden"), "{}", r.stderr);
 }
@@ -476,6 +546,220 @@ fn kubectl_1_31_namespaces() {
 #[test]
 fn kubectl_1_37_namespaces() {
     namespaces(Version::V1_37);
+}
+
+/// `get sa -w` lists, then follows the watch: creations and deletions show up as they happen.
+fn get_watch(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    let h = || s.http();
+    block_on(h().create_sa("default", "before", Value::Null));
+    let mut w = k.spawn("get-w", &["get", "sa", "-w", "--output-watch-events"]);
+    w.wait_for("the listed object", |out| {
+        has_row(out, &["ADDED", "before"])
+    });
+
+    block_on(async {
+        let h = h();
+        h.create_sa("default", "during-1", Value::Null).await;
+        h.create_sa("default", "during-2", Value::Null).await;
+        let r = h
+            .delete("/api/v1/namespaces/default/serviceaccounts/before")
+            .await;
+        assert_eq!(r.code(), 200);
+        // Another namespace is not watched.
+        h.create_namespace("elsewhere").await;
+        h.create_sa("elsewhere", "hidden", Value::Null).await;
+        h.create_sa("default", "during-3", Value::Null).await;
+    });
+    let out = w.wait_for("the changes", |out| has_row(out, &["ADDED", "during-3"]));
+    for cols in [
+        ["ADDED", "during-1"],
+        ["ADDED", "during-2"],
+        ["DELETED", "before"],
+    ] {
+        assert!(has_row(&out, &cols), "{cols:?} missing from:\n{out}");
+    }
+    assert!(!out.contains("hidden"), "{out}");
+    drop(w);
+
+    // Plain `get -w` prints the names too.
+    let mut w = k.spawn("get-w-plain", &["get", "sa", "-w"]);
+    w.wait_for("the listed objects", |out| {
+        ["during-1", "during-2", "during-3"]
+            .iter()
+            .all(|n| row_exists(out, n))
+    });
+    block_on(h().create_sa("default", "during-4", Value::Null));
+    w.wait_for("a new object", |out| row_exists(out, "during-4"));
+}
+
+/// Whether some line of `text` starts with `first`.
+fn row_exists(text: &str, first: &str) -> bool {
+    text.lines()
+        .any(|l| l.split_whitespace().next() == Some(first))
+}
+
+/// `get sa --chunk-size=2` follows `continue` to the end, in one namespace and across all.
+fn chunked_get(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    block_on(async {
+        let h = s.http();
+        h.create_namespace("chunky").await;
+        for i in 0..5 {
+            h.create_sa("chunky", &format!("sa-{i}"), Value::Null).await;
+        }
+        h.create_sa("default", "sa-d", Value::Null).await;
+    });
+    let out = k.ok(&["get", "sa", "-n", "chunky", "--chunk-size=2", "-o", "name"]);
+    let listed: Vec<&str> = out.lines().collect();
+    let want: Vec<String> = (0..5).map(|i| format!("serviceaccount/sa-{i}")).collect();
+    assert_eq!(listed, want);
+    let out = k.ok(&["get", "sa", "-n", "chunky", "--chunk-size=2"]);
+    assert_eq!(out.lines().count(), 6, "header and 5 rows:\n{out}");
+    for i in 0..5 {
+        assert!(row_exists(&out, &format!("sa-{i}")), "{out}");
+    }
+    let out = k.ok(&["get", "sa", "-A", "--chunk-size=2"]);
+    assert_eq!(out.lines().count(), 7, "header and 6 rows:\n{out}");
+    assert!(has_row(&out, &["default", "sa-d"]), "{out}");
+    assert!(has_row(&out, &["chunky", "sa-4"]), "{out}");
+}
+
+/// `delete` waits for the object to disappear: at once for a plain object, and until its last
+/// finalizer is removed for one that has finalizers.
+fn delete_waits(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    let path = "/api/v1/namespaces/default/serviceaccounts";
+    block_on(s.http().create_sa("default", "plain", Value::Null));
+    let out = k.ok(&["delete", "sa", "plain"]);
+    assert!(out.starts_with("serviceaccount \"plain\" deleted"), "{out}");
+    k.assert_gone("sa", "plain", &format!("{path}/plain"));
+
+    block_on(async {
+        let r = s
+            .http()
+            .post_json(
+                path,
+                &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+            )
+            .await;
+        assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    });
+    let released = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            block_on(async {
+                let h = s.http();
+                // Once kubectl's DELETE has marked it, give kubectl a moment to start waiting.
+                let started = Instant::now();
+                loop {
+                    let got = h.get_ok(&format!("{path}/held")).await;
+                    if got["metadata"]["deletionTimestamp"].is_string() {
+                        break;
+                    }
+                    assert!(
+                        started.elapsed() < TIMEOUT,
+                        "kubectl never deleted it: {got}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let r = h
+                    .patch_merge(
+                        &format!("{path}/held"),
+                        &json!({"metadata": {"finalizers": null}}),
+                    )
+                    .await;
+                assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+            });
+            Instant::now()
+        });
+        let out = k.ok(&["delete", "sa", "held"]);
+        let finished = Instant::now();
+        assert!(out.starts_with("serviceaccount \"held\" deleted"), "{out}");
+        let released = releaser.join().expect("releaser thread");
+        (released, finished)
+    });
+    assert!(
+        released.1 >= released.0,
+        "delete returned before the finalizer was removed"
+    );
+    k.assert_gone("sa", "held", &format!("{path}/held"));
+}
+
+/// `wait --for=delete` returns once another client deletes the object.
+fn wait_for_delete(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    let path = "/api/v1/namespaces/default/serviceaccounts/doomed";
+    block_on(s.http().create_sa("default", "doomed", Value::Null));
+    let (deleted_at, finished, out) = std::thread::scope(|scope| {
+        let deleter = scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(1));
+            let r = block_on(s.http().delete(path));
+            assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+            Instant::now()
+        });
+        let out = k.ok(&["wait", "--for=delete", "sa/doomed", "--timeout=30s"]);
+        let finished = Instant::now();
+        (deleter.join().expect("deleter thread"), finished, out)
+    });
+    assert!(out.contains("condition met"), "{out}");
+    assert!(
+        finished >= deleted_at,
+        "wait returned before the object was deleted"
+    );
+    k.assert_gone("sa", "doomed", path);
+}
+
+#[test]
+fn kubectl_1_31_get_watch() {
+    get_watch(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_get_watch() {
+    get_watch(Version::V1_37);
+}
+
+#[test]
+fn kubectl_1_31_chunked_get() {
+    chunked_get(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_chunked_get() {
+    chunked_get(Version::V1_37);
+}
+
+#[test]
+fn kubectl_1_31_delete_waits() {
+    delete_waits(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_delete_waits() {
+    delete_waits(Version::V1_37);
+}
+
+#[test]
+fn kubectl_1_31_wait_for_delete() {
+    wait_for_delete(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_wait_for_delete() {
+    wait_for_delete(Version::V1_37);
 }
 
 // Not yet covered here, on purpose: strict field validation (`create -f` with unknown fields

@@ -1,5 +1,6 @@
-//! The official Python client (`kubernetes` package, CoreV1Api, VersionApi and DynamicClient)
-//! against the real binary: ServiceAccount and Namespace CRUD, paging, errors and /version/.
+//! The official Python client (`kubernetes` package, CoreV1Api, VersionApi, DynamicClient and
+//! watch.Watch) against the real binary: ServiceAccount and Namespace CRUD, paging, errors,
+//! /version/ and watch streams.
 //!
 //! Skipped with a loud notice when `python3` or its `kubernetes` package is missing (see
 //! /work/shared/tools/install-clients.sh).
@@ -143,25 +144,87 @@ assert nss.get(name="default").status.phase == "Active"
 print("OK")
 "#;
 
-#[test]
-fn python_kubernetes_client() {
+/// Watch streams: a watch with `timeout_seconds` replays the existing objects as ADDED and ends
+/// by itself; one from a resourceVersion delivers the changes made after it.
+const WATCH_SCRIPT: &str = r#"
+import sys
+import threading
+import time
+
+from kubernetes import client, watch
+
+cfg = client.Configuration()
+cfg.host = "http://" + sys.argv[1]
+v1 = client.CoreV1Api(client.ApiClient(cfg))
+ns = "pywatch"
+
+
+def sa(name):
+    return client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
+
+
+v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+for name in ["p1", "p2", "p3"]:
+    v1.create_namespaced_service_account(ns, sa(name))
+
+w = watch.Watch()
+started = time.monotonic()
+events = list(w.stream(v1.list_namespaced_service_account, namespace=ns, timeout_seconds=2))
+took = time.monotonic() - started
+assert [e["type"] for e in events] == ["ADDED"] * 3, [(e["type"], e["raw_object"]) for e in events]
+assert sorted(e["object"].metadata.name for e in events) == ["p1", "p2", "p3"], events
+assert all(isinstance(e["object"], client.V1ServiceAccount) for e in events), events
+assert all(e["object"].metadata.namespace == ns for e in events), events
+assert 1.0 <= took < 30, took
+
+# From the list's resourceVersion: only what happens afterwards.
+rv = v1.list_namespaced_service_account(ns).metadata.resource_version
+
+
+def later():
+    time.sleep(0.5)
+    v1.create_namespaced_service_account(ns, sa("p4"))
+    v1.delete_namespaced_service_account("p1", ns)
+
+
+writer = threading.Thread(target=later)
+writer.start()
+seen = []
+for e in w.stream(
+    v1.list_namespaced_service_account, namespace=ns, resource_version=rv, timeout_seconds=10
+):
+    seen.append((e["type"], e["object"].metadata.name))
+    if len(seen) == 2:
+        w.stop()
+writer.join()
+assert seen == [("ADDED", "p4"), ("DELETED", "p1")], seen
+
+print("OK")
+"#;
+
+/// Whether python3 with the `kubernetes` package is there; prints a loud skip notice if not.
+fn python_client_available() -> bool {
     let probe = Command::new("python3")
         .args(["-c", "import kubernetes"])
         .output();
     match probe {
-        Ok(out) if out.status.success() => {}
+        Ok(out) if out.status.success() => true,
         other => {
             eprintln!(
                 "\n!!!!!!!! SKIPPED: python3 with the `kubernetes` package is not available \
                  (run /work/shared/tools/install-clients.sh); this test asserts nothing: {other:?} !!!!!!!!\n"
             );
-            return;
+            false
         }
     }
+}
+
+/// Runs a Python script against a fresh server and asserts that it ends by printing OK.
+fn run_script(text: &str) {
     let s = TestServer::start();
     let tmp = tempfile::tempdir().expect("temp dir");
     let script = tmp.path().join("client.py");
-    std::fs::write(&script, SCRIPT).expect("write the script");
+    std::fs::write(&script, text).expect("write the script");
     let mut cmd = Command::new("python3");
     cmd.arg(&script)
         .arg(&s.addr)
@@ -176,4 +239,18 @@ fn python_kubernetes_client() {
         run.stdout,
         run.stderr
     );
+}
+
+#[test]
+fn python_kubernetes_client() {
+    if python_client_available() {
+        run_script(SCRIPT);
+    }
+}
+
+#[test]
+fn python_watch() {
+    if python_client_available() {
+        run_script(WATCH_SCRIPT);
+    }
 }

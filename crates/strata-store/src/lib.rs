@@ -159,6 +159,13 @@ pub trait Store: Send + Sync + 'static {
     /// The latest revision (0 for an empty store that never had a write).
     fn current_revision(&self) -> Revision;
 
+    /// The latest revision as a linearizable read: every write acknowledged before the call is
+    /// at or below it. An embedded engine knows it locally; a replicated one (etcd) asks its
+    /// quorum. Consistent reads from the watch cache wait until the cache reaches it.
+    async fn consistent_revision(&self) -> Result<Revision> {
+        Ok(self.current_revision())
+    }
+
     /// The compaction point: reads at revisions below it fail with `Compacted`.
     fn compacted_revision(&self) -> Revision;
 

@@ -1,5 +1,820 @@
-//! The watch cache (not built yet): a sliding window of recent events per resource type, fed by
-//! the store's change feed, serving lists and watches from memory with one encoding per event.
+//! The watch cache: per resource type, the current state and a window of recent events, kept
+//! in memory from the store's ordered change feed, serving lists, gets and watches.
 //!
-//! Today lists are read from the store directly by `strata-registry`; this crate fills in with
-//! the watch issue. It depends only on `strata-object` and `strata-store`.
+//! One [`Caches`] reads the feed for every type ([`Caches::start`]) and hands each event to the
+//! [`WatchCache`] whose key prefix it falls under. A cache decodes each stored value once, through
+//! the [`Decoder`] its owner supplies (the registry knows the storage format; this crate does
+//! not), into a [`CachedObject`] that carries the object's encodings: every watcher and reader of
+//! that version shares them.
+//!
+//! Watchers get a bounded buffer each. A watcher whose buffer is full when an event arrives is
+//! closed with [`CacheError::Overflow`] instead of holding up the feed: other watchers and the
+//! writers never wait for a slow reader.
+
+mod object;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use strata_store::{Event, RangeRequest, Revision, Store, StoreError};
+use tokio::sync::{mpsc, watch};
+
+pub use object::{CachedObject, EncodeCounter};
+
+/// Turns a stored value into the cache's form of the object, stamped with `revision` (the
+/// version's modification revision, or for a deletion the deletion's revision).
+pub trait Decoder: Send + Sync {
+    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String>;
+
+    /// The same object content stamped with another revision: what a watcher whose selector an
+    /// update no longer matches sees, as the DELETED event of that update.
+    fn restamp(&self, obj: &CachedObject, revision: Revision) -> Result<CachedObject, String>;
+}
+
+/// A predicate over cached objects (label and field selectors).
+pub type Filter = Arc<dyn Fn(&CachedObject) -> bool + Send + Sync>;
+
+/// The kind of a change a watcher sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// Why the cache could not serve a request, or ended a watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheError {
+    /// The changes after `requested` are no longer all in the window; `oldest` is the oldest
+    /// revision a watch can still start after.
+    Expired {
+        requested: Revision,
+        oldest: Revision,
+    },
+    /// The cache did not reach `requested` in time.
+    TooLarge {
+        requested: Revision,
+        current: Revision,
+    },
+    /// The watcher's buffer filled up: it did not read fast enough.
+    Overflow { buffered: usize },
+    /// The storage feed failed.
+    Storage(StoreError),
+}
+
+/// One item of a watch: a change, a bookmark, or the reason the watch ended.
+#[derive(Clone, Debug)]
+pub enum WatchItem {
+    Event(EventType, Arc<CachedObject>),
+    /// Every change up to this revision has been delivered before this item.
+    Bookmark(Revision),
+    Closed(CacheError),
+}
+
+/// Sizes and intervals of the caches.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// The most events one type's window keeps (older ones are dropped first).
+    pub window_events: usize,
+    /// Items buffered per watcher before it is closed as too slow.
+    pub watcher_buffer: usize,
+    /// How often a watcher that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Events read from the store's feed per call.
+    pub feed_batch: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            window_events: 100_000,
+            watcher_buffer: 1000,
+            bookmark_interval: Duration::from_secs(1),
+            feed_batch: 1000,
+        }
+    }
+}
+
+/// Where a watch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    /// Synthetic ADDED events for the state at some revision not older than `min`, then the
+    /// changes after it.
+    State { min: Revision },
+    /// Only the changes after this revision.
+    After(Revision),
+}
+
+/// What a watcher wants.
+#[derive(Clone)]
+pub struct WatchSpec {
+    /// Only keys under this prefix (a namespace, or the whole type).
+    pub prefix: String,
+    pub filter: Filter,
+    pub start: StartAt,
+    pub bookmarks: bool,
+}
+
+/// A started watch: the items to send first, then the live feed.
+#[derive(Debug)]
+pub struct Watch {
+    /// Initial state (for [`StartAt::State`]) or the retained changes after the start revision.
+    pub backlog: Vec<WatchItem>,
+    /// The revision the backlog brings the watcher to.
+    pub revision: Revision,
+    pub receiver: WatchReceiver,
+}
+
+/// The live half of a watch.
+#[derive(Debug)]
+pub struct WatchReceiver {
+    rx: mpsc::Receiver<WatchItem>,
+    overflowed: Arc<AtomicBool>,
+    buffer: usize,
+    closed: bool,
+}
+
+impl WatchReceiver {
+    /// The next item; after the cache drops a slow watcher, one [`WatchItem::Closed`] with
+    /// [`CacheError::Overflow`], then `None`.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchItem>> {
+        if self.closed {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(None) => Poll::Ready(self.end()),
+            other => other,
+        }
+    }
+
+    /// An item if one is ready right now.
+    pub fn try_recv(&mut self) -> Option<WatchItem> {
+        if self.closed {
+            return None;
+        }
+        match self.rx.try_recv() {
+            Ok(item) => Some(item),
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => self.end(),
+        }
+    }
+
+    pub async fn recv(&mut self) -> Option<WatchItem> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    fn end(&mut self) -> Option<WatchItem> {
+        self.closed = true;
+        self.overflowed
+            .load(Ordering::Acquire)
+            .then_some(WatchItem::Closed(CacheError::Overflow {
+                buffered: self.buffer,
+            }))
+    }
+}
+
+/// One page of a cached list.
+#[derive(Debug)]
+pub struct CachedList {
+    pub items: Vec<Arc<CachedObject>>,
+    pub revision: Revision,
+    /// The key to continue from when the page was cut by the limit.
+    pub next_key: Option<String>,
+    /// Keys of the collection after the page (before filtering).
+    pub remaining: u64,
+}
+
+/// Counters of one cache, for `/metrics`.
+#[derive(Clone, Debug)]
+pub struct CacheMetrics {
+    pub resource: String,
+    pub revision: Revision,
+    pub objects: usize,
+    pub window_events: usize,
+    pub watchers: usize,
+    pub events_dispatched: u64,
+    pub watchers_overflowed: u64,
+    /// `(encoding, objects encoded)`.
+    pub encodes: Vec<(String, u64)>,
+}
+
+struct Watcher {
+    id: u64,
+    tx: mpsc::Sender<WatchItem>,
+    prefix: String,
+    filter: Filter,
+    /// Changes at or before this revision were already given to the watcher.
+    after: Revision,
+    bookmarks: bool,
+    next_bookmark: Instant,
+    overflowed: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+struct CacheEvent {
+    kind: EventType,
+    object: Arc<CachedObject>,
+    prev: Option<Arc<CachedObject>>,
+    /// For an update: the previous content at this event's revision, made the first time a
+    /// watcher sees the update as the object leaving its selection.
+    left: OnceLock<Option<Arc<CachedObject>>>,
+}
+
+impl CacheEvent {
+    fn new(kind: EventType, object: Arc<CachedObject>, prev: Option<Arc<CachedObject>>) -> Self {
+        Self {
+            kind,
+            object,
+            prev,
+            left: OnceLock::new(),
+        }
+    }
+
+    fn revision(&self) -> Revision {
+        self.object.revision()
+    }
+}
+
+struct Inner {
+    /// The state includes every change up to this revision.
+    revision: Revision,
+    state: BTreeMap<String, Arc<CachedObject>>,
+    window: VecDeque<CacheEvent>,
+    /// A watch can start after any revision at or above this one.
+    window_start: Revision,
+    watchers: Vec<Watcher>,
+    next_watcher: u64,
+}
+
+/// The cache of one resource type.
+pub struct WatchCache {
+    resource: String,
+    prefix: String,
+    decoder: Arc<dyn Decoder>,
+    config: CacheConfig,
+    inner: Mutex<Inner>,
+    revision: watch::Sender<Revision>,
+    encodes: Arc<EncodeCounter>,
+    dispatched: AtomicU64,
+    overflowed: AtomicU64,
+}
+
+impl std::fmt::Debug for WatchCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchCache")
+            .field("resource", &self.resource)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// Which watchers an event reaches and as what: an object that stops matching a watcher's
+/// filter is DELETED for it, one that starts matching is ADDED.
+fn event_for(w_filter: &Filter, prefix: &str, ev: &CacheEvent) -> Option<EventType> {
+    if !ev.object.key().starts_with(prefix) {
+        return None;
+    }
+    let was = ev.prev.as_ref().is_some_and(|p| w_filter(p));
+    match ev.kind {
+        EventType::Deleted => was.then_some(EventType::Deleted),
+        _ => {
+            let is = w_filter(&ev.object);
+            match (was, is) {
+                (false, true) => Some(EventType::Added),
+                (true, true) => Some(EventType::Modified),
+                (true, false) => Some(EventType::Deleted),
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+impl WatchCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The revision the cache has caught up to.
+    pub fn revision(&self) -> Revision {
+        *self.revision.borrow()
+    }
+
+    /// Waits until the cache reaches `min`, for at most `timeout`.
+    pub async fn wait_for(&self, min: Revision, timeout: Duration) -> Result<(), CacheError> {
+        let mut rx = self.revision.subscribe();
+        let reached = tokio::time::timeout(timeout, rx.wait_for(|r| *r >= min)).await;
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(CacheError::TooLarge {
+                requested: min,
+                current: self.revision(),
+            }),
+        }
+    }
+
+    /// One object and the revision the cache is at.
+    pub fn get(&self, key: &str) -> (Option<Arc<CachedObject>>, Revision) {
+        let inner = self.lock();
+        (inner.state.get(key).cloned(), inner.revision)
+    }
+
+    /// A page of the objects under `prefix` from `start` (inclusive; empty = the beginning)
+    /// that `filter` keeps, at most `limit` (0 = all).
+    pub fn list(&self, prefix: &str, start: &str, limit: usize, filter: &Filter) -> CachedList {
+        let inner = self.lock();
+        let from = if start.is_empty() { prefix } else { start };
+        let mut items = Vec::new();
+        let mut range = inner
+            .state
+            .range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix));
+        let mut next_key = None;
+        for (key, obj) in range.by_ref() {
+            if filter(obj) {
+                items.push(obj.clone());
+                if limit > 0 && items.len() == limit {
+                    next_key = Some(format!("{key}\0"));
+                    break;
+                }
+            }
+        }
+        let remaining = if next_key.is_some() {
+            range.count() as u64
+        } else {
+            0
+        };
+        if remaining == 0 {
+            next_key = None;
+        }
+        CachedList {
+            items,
+            revision: inner.revision,
+            next_key,
+            remaining,
+        }
+    }
+
+    /// Starts a watch. Waits up to `wait` for the cache to reach a revision the start names.
+    pub async fn watch(&self, spec: WatchSpec, wait: Duration) -> Result<Watch, CacheError> {
+        if let StartAt::State { min } = spec.start {
+            self.wait_for(min, wait).await?;
+        }
+        let (tx, rx) = mpsc::channel(self.config.watcher_buffer.max(1));
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let mut inner = self.lock();
+        let mut backlog = Vec::new();
+        let after = match spec.start {
+            StartAt::State { .. } => {
+                for (_, obj) in inner
+                    .state
+                    .range::<str, _>((
+                        std::ops::Bound::Included(spec.prefix.as_str()),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take_while(|(k, _)| k.starts_with(&spec.prefix))
+                {
+                    if (spec.filter)(obj) {
+                        backlog.push(WatchItem::Event(EventType::Added, obj.clone()));
+                    }
+                }
+                inner.revision
+            }
+            StartAt::After(n) if n < inner.window_start => {
+                return Err(CacheError::Expired {
+                    requested: n,
+                    oldest: inner.window_start,
+                })
+            }
+            StartAt::After(n) if n >= inner.revision => n,
+            StartAt::After(n) => {
+                // The window is in revision order: skip to the first event after `n`.
+                let first = inner.window.partition_point(|e| e.revision() <= n);
+                for ev in inner.window.range(first..) {
+                    if let Some(kind) = event_for(&spec.filter, &spec.prefix, ev) {
+                        if let Some(obj) = self.delivered(ev, kind) {
+                            backlog.push(WatchItem::Event(kind, obj));
+                        }
+                    }
+                }
+                inner.revision
+            }
+        };
+        let id = inner.next_watcher;
+        inner.next_watcher += 1;
+        inner.watchers.push(Watcher {
+            id,
+            tx,
+            prefix: spec.prefix,
+            filter: spec.filter,
+            after,
+            bookmarks: spec.bookmarks,
+            next_bookmark: Instant::now() + self.config.bookmark_interval,
+            overflowed: overflowed.clone(),
+        });
+        Ok(Watch {
+            backlog,
+            revision: after,
+            receiver: WatchReceiver {
+                rx,
+                overflowed,
+                buffer: self.config.watcher_buffer,
+                closed: false,
+            },
+        })
+    }
+
+    pub fn metrics(&self) -> CacheMetrics {
+        let inner = self.lock();
+        CacheMetrics {
+            resource: self.resource.clone(),
+            revision: inner.revision,
+            objects: inner.state.len(),
+            window_events: inner.window.len(),
+            watchers: inner.watchers.len(),
+            events_dispatched: self.dispatched.load(Ordering::Relaxed),
+            watchers_overflowed: self.overflowed.load(Ordering::Relaxed),
+            encodes: self.encodes.snapshot(),
+        }
+    }
+
+    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Option<Arc<CachedObject>> {
+        match self.decoder.decode(key, value, revision) {
+            Ok(mut obj) => {
+                obj.set_counter(self.encodes.clone());
+                self.encodes.add("json");
+                Some(Arc::new(obj))
+            }
+            Err(e) => {
+                tracing::error!(key, %e, "watch cache: stored value does not decode; skipped");
+                None
+            }
+        }
+    }
+
+    /// Replaces the state with a fresh read at `revision`; the window restarts there.
+    fn reset(&self, kvs: Vec<strata_store::KeyValue>, revision: Revision) {
+        let mut state = BTreeMap::new();
+        for kv in kvs {
+            if let Some(obj) = self.decode(&kv.key, &kv.value, kv.mod_revision) {
+                state.insert(kv.key, obj);
+            }
+        }
+        let mut inner = self.lock();
+        inner.state = state;
+        inner.window.clear();
+        inner.window_start = revision;
+        inner.revision = revision;
+        // Watchers cannot be brought across a gap: they re-list.
+        for w in inner.watchers.drain(..) {
+            let _ = w.tx.try_send(WatchItem::Closed(CacheError::Expired {
+                requested: w.after,
+                oldest: revision,
+            }));
+        }
+        drop(inner);
+        self.revision.send_replace(revision);
+    }
+
+    /// Applies a batch of the feed (already filtered to this cache's prefix) that brings the
+    /// store to `revision`, and dispatches it.
+    fn apply(&self, events: &[&Event], revision: Revision, compacted: Revision) {
+        let mut decoded = Vec::with_capacity(events.len());
+        for ev in events {
+            let obj = match ev {
+                Event::Put { kv, .. } => self.decode(&kv.key, &kv.value, kv.mod_revision),
+                Event::Delete { prev, revision } => self.decode(&prev.key, &prev.value, *revision),
+            };
+            decoded.push(obj);
+        }
+        let now = Instant::now();
+        let mut inner = self.lock();
+        for (ev, obj) in events.iter().zip(decoded) {
+            let key = ev.key();
+            let event = match (ev, obj) {
+                (Event::Put { .. }, Some(obj)) => {
+                    let prev = inner.state.insert(key.to_string(), obj.clone());
+                    let kind = if prev.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    CacheEvent::new(kind, obj, prev)
+                }
+                (Event::Delete { .. }, Some(obj)) => {
+                    let prev = inner.state.remove(key);
+                    CacheEvent::new(EventType::Deleted, obj, prev)
+                }
+                (_, None) => {
+                    inner.state.remove(key);
+                    continue;
+                }
+            };
+            self.dispatch(&mut inner, &event);
+            inner.window.push_back(event);
+        }
+        inner.revision = inner.revision.max(revision);
+        while inner.window.len() > self.config.window_events
+            || inner
+                .window
+                .front()
+                .is_some_and(|e| e.revision() <= compacted)
+        {
+            if let Some(e) = inner.window.pop_front() {
+                inner.window_start = inner.window_start.max(e.revision());
+            }
+        }
+        inner.window_start = inner.window_start.max(compacted.min(inner.revision));
+        self.bookmarks(&mut inner, now);
+        let r = inner.revision;
+        drop(inner);
+        self.revision.send_replace(r);
+    }
+
+    /// The object a watcher gets for `ev` seen as `kind`: the new state, or for an update that
+    /// takes the object out of the watcher's selection, the previous content at the update's
+    /// revision.
+    fn delivered(&self, ev: &CacheEvent, kind: EventType) -> Option<Arc<CachedObject>> {
+        if kind != EventType::Deleted || ev.kind == EventType::Deleted {
+            return Some(ev.object.clone());
+        }
+        ev.left
+            .get_or_init(|| {
+                let prev = ev.prev.as_ref()?;
+                match self.decoder.restamp(prev, ev.revision()) {
+                    Ok(mut obj) => {
+                        obj.set_counter(self.encodes.clone());
+                        self.encodes.add("json");
+                        Some(Arc::new(obj))
+                    }
+                    Err(e) => {
+                        tracing::error!(key = prev.key(), %e, "watch cache: restamping failed");
+                        None
+                    }
+                }
+            })
+            .clone()
+    }
+
+    fn dispatch(&self, inner: &mut Inner, ev: &CacheEvent) {
+        let rev = ev.revision();
+        let mut dropped = Vec::new();
+        for w in &inner.watchers {
+            if rev <= w.after {
+                continue;
+            }
+            let Some(kind) = event_for(&w.filter, &w.prefix, ev) else {
+                continue;
+            };
+            let Some(obj) = self.delivered(ev, kind) else {
+                continue;
+            };
+            match w.tx.try_send(WatchItem::Event(kind, obj)) {
+                Ok(()) => {
+                    self.dispatched.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.overflowed.store(true, Ordering::Release);
+                    self.overflowed.fetch_add(1, Ordering::Relaxed);
+                    dropped.push(w.id);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => dropped.push(w.id),
+            }
+        }
+        if !dropped.is_empty() {
+            inner.watchers.retain(|w| !dropped.contains(&w.id));
+        }
+    }
+
+    /// Sends a bookmark at the cache's revision to each watcher that asked for them and is due.
+    /// Everything up to that revision is already in the watcher's buffer, so the bookmark is
+    /// never ahead of what the watcher receives.
+    fn bookmarks(&self, inner: &mut Inner, now: Instant) {
+        let revision = inner.revision;
+        let interval = self.config.bookmark_interval;
+        let mut dropped = Vec::new();
+        for w in inner.watchers.iter_mut() {
+            if !w.bookmarks || now < w.next_bookmark || revision < w.after {
+                continue;
+            }
+            w.next_bookmark = now + interval;
+            match w.tx.try_send(WatchItem::Bookmark(revision)) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.overflowed.store(true, Ordering::Release);
+                    self.overflowed.fetch_add(1, Ordering::Relaxed);
+                    dropped.push(w.id);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => dropped.push(w.id),
+            }
+        }
+        if !dropped.is_empty() {
+            inner.watchers.retain(|w| !dropped.contains(&w.id));
+        }
+    }
+
+    fn tick(&self) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        // Also forget watchers whose clients went away while nothing happened.
+        inner.watchers.retain(|w| !w.tx.is_closed());
+        self.bookmarks(&mut inner, now);
+    }
+}
+
+/// The caches of every type, fed by one reader of the store's change feed.
+pub struct Caches {
+    store: Arc<dyn Store>,
+    config: CacheConfig,
+    caches: Mutex<Vec<Arc<WatchCache>>>,
+}
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Caches {
+    pub fn new(store: Arc<dyn Store>, config: CacheConfig) -> Self {
+        Self {
+            store,
+            config,
+            caches: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// Adds the cache of the type whose keys start with `prefix`. Call before [`Caches::start`].
+    pub fn add(&self, resource: &str, prefix: &str, decoder: Arc<dyn Decoder>) -> Arc<WatchCache> {
+        let cache = Arc::new(WatchCache {
+            resource: resource.to_string(),
+            prefix: prefix.to_string(),
+            decoder,
+            config: self.config.clone(),
+            inner: Mutex::new(Inner {
+                revision: Revision::ZERO,
+                state: BTreeMap::new(),
+                window: VecDeque::new(),
+                window_start: Revision::ZERO,
+                watchers: Vec::new(),
+                next_watcher: 0,
+            }),
+            revision: watch::Sender::new(Revision::ZERO),
+            encodes: Arc::default(),
+            dispatched: AtomicU64::new(0),
+            overflowed: AtomicU64::new(0),
+        });
+        self.list_caches().push(cache.clone());
+        cache
+    }
+
+    fn list_caches(&self) -> std::sync::MutexGuard<'_, Vec<Arc<WatchCache>>> {
+        self.caches.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn all(&self) -> Vec<Arc<WatchCache>> {
+        self.list_caches().clone()
+    }
+
+    /// Loads every cache and starts the feed reader. The state is read at the store's
+    /// compaction point and the retained history replayed on top, so a watch can resume from
+    /// any revision the store still has, across restarts.
+    pub async fn start(self: &Arc<Self>) -> Result<(), StoreError> {
+        let after = self.load().await?;
+        let this = self.clone();
+        tokio::spawn(async move { this.feed(after).await });
+        Ok(())
+    }
+
+    async fn load(&self) -> Result<Revision, StoreError> {
+        loop {
+            let compacted = self.store.compacted_revision();
+            match self.load_at(compacted).await {
+                Err(StoreError::Compacted { .. }) => continue,
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+            // Replay the retained history into the windows.
+            let mut after = compacted;
+            loop {
+                let events = match self.store.changes(after, self.config.feed_batch).await {
+                    Err(StoreError::Compacted { .. }) => break,
+                    other => other?,
+                };
+                let got = events.len();
+                if let Some(last) = events.last() {
+                    after = last.revision();
+                }
+                self.apply(&events, after);
+                if got < self.config.feed_batch {
+                    return Ok(after);
+                }
+            }
+            // Compaction overtook the replay: start over from the new compaction point.
+        }
+    }
+
+    async fn load_at(&self, revision: Revision) -> Result<(), StoreError> {
+        for cache in self.all() {
+            let kvs = if revision == Revision::ZERO {
+                Vec::new()
+            } else {
+                self.store
+                    .range(RangeRequest {
+                        prefix: cache.prefix.clone(),
+                        revision: Some(revision),
+                        ..Default::default()
+                    })
+                    .await?
+                    .kvs
+            };
+            cache.reset(kvs, revision);
+        }
+        Ok(())
+    }
+
+    fn apply(&self, events: &[Event], revision: Revision) {
+        let compacted = self.store.compacted_revision();
+        for cache in self.all() {
+            let mine: Vec<&Event> = events
+                .iter()
+                .filter(|e| e.key().starts_with(&cache.prefix))
+                .collect();
+            cache.apply(&mine, revision, compacted);
+        }
+    }
+
+    /// Reads the feed for as long as the process runs.
+    async fn feed(self: Arc<Self>, mut after: Revision) {
+        let mut notify = self.store.subscribe();
+        let tick = (self.config.bookmark_interval / 2).max(Duration::from_millis(10));
+        loop {
+            match self.store.changes(after, self.config.feed_batch).await {
+                Ok(events) => {
+                    let got = events.len();
+                    if let Some(last) = events.last() {
+                        after = last.revision();
+                        self.apply(&events, after);
+                    }
+                    if got == self.config.feed_batch {
+                        continue;
+                    }
+                }
+                Err(StoreError::Compacted { .. }) => {
+                    // Compaction passed the feed (it fell far behind): start over.
+                    tracing::warn!(
+                        after = after.get(),
+                        "watch cache fell behind compaction; reloading"
+                    );
+                    match self.load().await {
+                        Ok(r) => after = r,
+                        Err(e) => {
+                            tracing::error!(%e, "watch cache reload failed");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(%e, "watch cache: reading the change feed failed");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+            tokio::select! {
+                changed = notify.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep(tick) => {
+                    for cache in self.all() {
+                        cache.tick();
+                    }
+                }
+            }
+        }
+    }
+}

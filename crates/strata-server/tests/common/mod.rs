@@ -269,3 +269,504 @@ pub fn run_with_timeout(cmd: &mut Command, dir: &Path, timeout: Duration) -> Fin
         stderr,
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the list and watch tests.
+
+/// A handle on the server's HTTP API that can be cloned into tasks (the [`TestServer`] itself
+/// stays with the test, which may need it to kill or restart the process).
+#[derive(Clone)]
+pub struct Http {
+    base: String,
+    client: HttpClient,
+}
+
+impl TestServer {
+    /// A cloneable client for this server.
+    pub fn http(&self) -> Http {
+        Http {
+            base: format!("http://{}", self.addr),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    /// Sends a JSON merge patch.
+    pub async fn patch_merge(&self, path: &str, body: &Value) -> Reply {
+        self.http().patch_merge(path, body).await
+    }
+
+    /// Opens a watch (or any streaming GET) on its own connection; see [`WatchStream::open`].
+    pub async fn watch(&self, path: &str) -> WatchStream {
+        WatchStream::open(&self.addr, path, WatchOptions::default()).await
+    }
+}
+
+impl Http {
+    /// Sends a request with optional body and headers, like [`TestServer::send`].
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).expect("method"))
+            .uri(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(Full::new(Bytes::copy_from_slice(body.unwrap_or(b""))))
+            .expect("request");
+        let resp = tokio::time::timeout(Duration::from_secs(30), self.client.request(req))
+            .await
+            .expect("request timed out")
+            .expect("request failed");
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send("GET", path, None, &[]).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
+        let bytes = serde_json::to_vec(body).expect("encode");
+        self.send(
+            "POST",
+            path,
+            Some(&bytes),
+            &[("content-type", "application/json")],
+        )
+        .await
+    }
+
+    pub async fn put_json(&self, path: &str, body: &Value) -> Reply {
+        let bytes = serde_json::to_vec(body).expect("encode");
+        self.send(
+            "PUT",
+            path,
+            Some(&bytes),
+            &[("content-type", "application/json")],
+        )
+        .await
+    }
+
+    pub async fn patch_merge(&self, path: &str, body: &Value) -> Reply {
+        let bytes = serde_json::to_vec(body).expect("encode");
+        self.send(
+            "PATCH",
+            path,
+            Some(&bytes),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send("DELETE", path, None, &[]).await
+    }
+}
+
+/// `metadata.resourceVersion` of an object, event object or list, as a number. Strata's resource
+/// versions are decimal revisions; the tests compare them to check ordering guarantees.
+pub fn rv_of(v: &Value) -> u64 {
+    let s = v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no metadata.resourceVersion string in {v}"));
+    s.parse()
+        .unwrap_or_else(|e| panic!("resourceVersion {s:?} is not a revision ({e}) in {v}"))
+}
+
+/// `metadata.name` of an object.
+pub fn name_of(v: &Value) -> &str {
+    v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no metadata.name in {v}"))
+}
+
+/// Percent-encodes a query parameter value (everything but RFC 3986 unreserved characters).
+pub fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The value of one sample in Prometheus text exposition format: the line of metric `name` whose
+/// labels include all of `labels` (in any order). `None` when there is no such line.
+pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (series, value) = match line.rsplit_once(' ') {
+            Some(p) => p,
+            None => continue,
+        };
+        let (metric, label_text) = match series.split_once('{') {
+            Some((m, rest)) => (m, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            continue;
+        }
+        let present: Vec<(String, String)> = label_text
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| {
+                let (k, v) = p.split_once('=')?;
+                Some((k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+            })
+            .collect();
+        if labels
+            .iter()
+            .all(|(k, v)| present.iter().any(|(pk, pv)| pk == k && pv == v))
+        {
+            return value.trim().parse().ok();
+        }
+    }
+    None
+}
+
+/// How to open a [`WatchStream`].
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    /// The response headers must arrive within this time, or the test fails.
+    pub headers_within: Duration,
+    /// Extra request headers.
+    pub headers: Vec<(String, String)>,
+    /// `SO_RCVBUF` for the client socket; a small one lets a test that stops reading fill the
+    /// server's send path quickly.
+    pub recv_buffer: Option<u32>,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            headers_within: Duration::from_secs(10),
+            headers: Vec::new(),
+            recv_buffer: None,
+        }
+    }
+}
+
+/// What reading a watch stream produced.
+#[derive(Debug)]
+pub enum Next {
+    /// One event (one line of the body, parsed as JSON).
+    Event(Value),
+    /// The server ended the response cleanly.
+    End,
+    /// Nothing complete arrived within the wait.
+    Idle,
+}
+
+/// A streaming response read incrementally, one JSON document per line, over a dedicated HTTP/1.1
+/// connection (so a test can hold it open without reading, or read it long after it was opened).
+pub struct WatchStream {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    path: String,
+    body: hyper::body::Incoming,
+    buf: Vec<u8>,
+    ended: bool,
+    conn: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WatchStream {
+    fn drop(&mut self) {
+        self.conn.abort();
+    }
+}
+
+impl WatchStream {
+    /// Sends `GET path` to `addr` on a new connection and waits for the response headers (not
+    /// for any of the body). Panics if they do not arrive within `opts.headers_within`.
+    pub async fn open(addr: &str, path: &str, opts: WatchOptions) -> WatchStream {
+        let sock_addr: std::net::SocketAddr = addr.parse().expect("server address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        if let Some(n) = opts.recv_buffer {
+            socket.set_recv_buffer_size(n).expect("SO_RCVBUF");
+        }
+        let tcp = socket.connect(sock_addr).await.expect("connect");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .expect("HTTP/1.1 handshake");
+        let conn = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .header("host", addr);
+        for (k, v) in &opts.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let req = req
+            .body(http_body_util::Empty::<Bytes>::new())
+            .expect("request");
+        let resp = match tokio::time::timeout(opts.headers_within, sender.send_request(req)).await {
+            Ok(r) => r.unwrap_or_else(|e| panic!("GET {path} failed: {e}")),
+            Err(_) => panic!(
+                "GET {path}: no response headers within {:?}",
+                opts.headers_within
+            ),
+        };
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        WatchStream {
+            status,
+            headers,
+            path: path.to_string(),
+            body: resp.into_body(),
+            buf: Vec::new(),
+            ended: false,
+            conn,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// Takes one complete line out of the buffer, skipping empty ones.
+    fn take_line(&mut self) -> Option<Value> {
+        loop {
+            let pos = self.buf.iter().position(|b| *b == b'\n')?;
+            let line: Vec<u8> = self.buf.drain(..=pos).collect();
+            let line = &line[..line.len() - 1];
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(serde_json::from_slice(line).unwrap_or_else(|e| {
+                panic!(
+                    "watch {}: a line is not one JSON document ({e}): {}",
+                    self.path,
+                    String::from_utf8_lossy(line)
+                )
+            }));
+        }
+    }
+
+    /// The next event, the end of the stream, or `Idle` if nothing complete arrives within `wait`.
+    /// Panics if the connection breaks instead of ending cleanly, or if the body ends in the middle
+    /// of a line.
+    pub async fn next_within(&mut self, wait: Duration) -> Next {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(v) = self.take_line() {
+                return Next::Event(v);
+            }
+            if self.ended {
+                assert!(
+                    self.buf.iter().all(u8::is_ascii_whitespace),
+                    "watch {}: the body ended inside a line: {}",
+                    self.path,
+                    String::from_utf8_lossy(&self.buf)
+                );
+                return Next::End;
+            }
+            match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                Err(_) => return Next::Idle,
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(e))) => panic!(
+                    "watch {}: the stream broke instead of ending cleanly: {e}",
+                    self.path
+                ),
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next event; panics if the stream ends or nothing arrives within `wait`.
+    pub async fn next_event_within(&mut self, wait: Duration) -> Value {
+        match self.next_within(wait).await {
+            Next::Event(v) => v,
+            Next::End => panic!("watch {}: the stream ended, expected an event", self.path),
+            Next::Idle => panic!("watch {}: no event within {wait:?}", self.path),
+        }
+    }
+
+    /// The next event within 15 seconds.
+    pub async fn next_event(&mut self) -> Value {
+        self.next_event_within(Duration::from_secs(15)).await
+    }
+
+    /// The next event that is not a BOOKMARK, within 15 seconds.
+    pub async fn next_change(&mut self) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let e = self.next_event_within(left).await;
+            if e["type"] != "BOOKMARK" {
+                return e;
+            }
+        }
+    }
+
+    /// Asserts that no event other than BOOKMARKs arrives within `wait` (and that the stream does
+    /// not end).
+    pub async fn expect_quiet(&mut self, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(left).await {
+                Next::Idle => return,
+                Next::Event(e) if e["type"] == "BOOKMARK" => {}
+                Next::Event(e) => panic!("watch {}: unexpected event {e}", self.path),
+                Next::End => panic!("watch {}: the stream ended unexpectedly", self.path),
+            }
+        }
+    }
+
+    /// Every remaining event up to the end of the stream; panics if the stream has not ended
+    /// within `wait`.
+    pub async fn until_end(&mut self, wait: Duration) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut events = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_within(left).await {
+                Next::Event(e) => events.push(e),
+                Next::End => return events,
+                Next::Idle => panic!(
+                    "watch {}: did not end within {wait:?}; got {} events, last {:?}",
+                    self.path,
+                    events.len(),
+                    events.last()
+                ),
+            }
+        }
+    }
+
+    /// The whole body of a non-streaming answer (e.g. an error Status), as JSON.
+    pub async fn body_json(&mut self) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while !self.ended {
+            match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                Err(_) => panic!("GET {}: the body did not end", self.path),
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(e))) => panic!("GET {}: the body broke: {e}", self.path),
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+        let body = std::mem::take(&mut self.buf);
+        serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!(
+                "GET {}: the body is not JSON ({e}): {}",
+                self.path,
+                String::from_utf8_lossy(&body)
+            )
+        })
+    }
+}
+
+/// Asserts that a JSON value is a Status with this code and reason (as [`assert_status`] does for
+/// a whole reply).
+pub fn assert_status_value(v: &Value, code: u16, reason: &str) {
+    assert_eq!(v["kind"], "Status", "{v}");
+    assert_eq!(v["apiVersion"], "v1", "{v}");
+    assert_eq!(v["status"], "Failure", "{v}");
+    assert_eq!(v["code"], code, "{v}");
+    assert_eq!(v["reason"], reason, "{v}");
+}
+
+/// Runs a test body with a deadline, so that a hung request or watch fails the test instead of
+/// hanging it.
+pub async fn within<F: std::future::Future>(limit: Duration, body: F) -> F::Output {
+    match tokio::time::timeout(limit, body).await {
+        Ok(out) => out,
+        Err(_) => panic!("the test did not finish within {limit:?}"),
+    }
+}
+
+/// The ServiceAccount collection path of a namespace.
+pub fn sa_path(ns: &str) -> String {
+    format!("/api/v1/namespaces/{ns}/serviceaccounts")
+}
+
+/// The `metadata.name`s of a list's items, in list order.
+pub fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items array in {list}"))
+        .iter()
+        .map(|i| name_of(i).to_string())
+        .collect()
+}
+
+impl Http {
+    /// Creates a namespace; panics unless the answer is 201.
+    pub async fn create_namespace(&self, name: &str) -> Value {
+        let r = self
+            .post_json(
+                "/api/v1/namespaces",
+                &serde_json::json!({"metadata": {"name": name}}),
+            )
+            .await;
+        assert_eq!(
+            r.code(),
+            201,
+            "create namespace {name}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()
+    }
+
+    /// Creates a ServiceAccount with these labels (a JSON object, or null for none); panics unless
+    /// the answer is 201. Returns the created object.
+    pub async fn create_sa(&self, ns: &str, name: &str, labels: Value) -> Value {
+        let mut metadata = serde_json::json!({"name": name});
+        if !labels.is_null() {
+            metadata["labels"] = labels;
+        }
+        let r = self
+            .post_json(&sa_path(ns), &serde_json::json!({"metadata": metadata}))
+            .await;
+        assert_eq!(
+            r.code(),
+            201,
+            "create serviceaccount {ns}/{name}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()
+    }
+
+    /// GETs a path that must answer 200 with JSON.
+    pub async fn get_ok(&self, path: &str) -> Value {
+        let r = self.get(path).await;
+        assert_eq!(
+            r.code(),
+            200,
+            "GET {path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()
+    }
+}

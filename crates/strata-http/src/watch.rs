@@ -1,0 +1,143 @@
+//! Watch responses: a chunked body of newline-delimited `{"type","object"}` JSON documents.
+//!
+//! Events that are ready together go out in one chunk, so a busy stream costs one write per
+//! burst rather than one per event. Each object's encoding comes from the cache and is shared by
+//! every watcher; only the few bytes of the event envelope are written per watcher.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use strata_registry::{cache, StreamItem, WatchStream};
+
+use crate::negotiate::Output;
+use crate::respond::Body;
+use crate::table::{self, IncludeObject};
+
+/// Most bytes gathered into one chunk.
+const CHUNK: usize = 64 * 1024;
+
+/// The body of a watch response.
+pub struct WatchBody {
+    stream: WatchStream,
+    output: Output,
+    include: IncludeObject,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    done: bool,
+}
+
+impl WatchBody {
+    /// The response body streaming `stream`, ending at `timeout`.
+    pub fn body(
+        stream: WatchStream,
+        output: Output,
+        include: IncludeObject,
+        timeout: Duration,
+    ) -> Body {
+        WatchBody {
+            stream,
+            output,
+            include,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            done: false,
+        }
+        .boxed()
+    }
+
+    /// Appends one event line; returns false when the item ends the stream.
+    fn encode(&self, item: StreamItem, out: &mut BytesMut) -> bool {
+        let (kind, object, last) = match item {
+            StreamItem::Event(t, obj) => {
+                let bytes = match &self.output {
+                    Output::Json => obj.json().clone(),
+                    Output::Table(target) => {
+                        let name = format!(
+                            "table;g={};v={};include={}",
+                            target.group,
+                            target.version,
+                            self.include.as_str()
+                        );
+                        obj.encoded(&name, |c| {
+                            let Ok(o) = cache::to_object(c) else {
+                                return Bytes::from_static(b"{}");
+                            };
+                            let mut meta = serde_json::Map::new();
+                            meta.insert("resourceVersion".into(), o.resource_version().into());
+                            let t = table::table(&[o], meta, self.include, target, true);
+                            Bytes::from(serde_json::to_vec(&t).unwrap_or_default())
+                        })
+                    }
+                };
+                (t.as_str(), bytes, false)
+            }
+            StreamItem::Bookmark(v) => (
+                "BOOKMARK",
+                Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                false,
+            ),
+            StreamItem::Error(s) => (
+                "ERROR",
+                Bytes::from(serde_json::to_vec(&s.to_value()).unwrap_or_default()),
+                true,
+            ),
+        };
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(&object);
+        out.extend_from_slice(b"}\n");
+        !last
+    }
+}
+
+impl HttpBody for WatchBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            // timeoutSeconds ends the stream cleanly, without an error event.
+            this.done = true;
+            return Poll::Ready(None);
+        }
+        let first = match this.stream.poll_next(cx) {
+            Poll::Ready(Some(item)) => item,
+            Poll::Ready(None) => {
+                this.done = true;
+                return Poll::Ready(None);
+            }
+            Poll::Pending => return Poll::Pending,
+        };
+        let mut out = BytesMut::with_capacity(1024);
+        let mut more = this.encode(first, &mut out);
+        while more && out.len() < CHUNK {
+            match this.stream.try_next() {
+                Some(item) => more = this.encode(item, &mut out),
+                None => break,
+            }
+        }
+        if !more {
+            this.done = true;
+        }
+        Poll::Ready(Some(Ok(Frame::data(out.freeze()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}

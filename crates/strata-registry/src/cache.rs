@@ -1,0 +1,105 @@
+//! The registry's side of the watch cache: how a stored value becomes a [`CachedObject`], and
+//! back into an [`Object`] where code needs the tree.
+
+use bytes::Bytes;
+use serde_json::Value;
+use strata_object::selector::field_value;
+use strata_object::{Object, ResourceType, Status};
+use strata_store::Revision;
+use strata_watch::{CachedObject, Decoder};
+
+use crate::version::to_resource_version;
+
+/// Decodes the stored JSON of one type.
+pub(crate) struct JsonDecoder {
+    kind: String,
+    api_version: String,
+    fields: Vec<String>,
+}
+
+impl JsonDecoder {
+    pub(crate) fn new(info: &ResourceType) -> Self {
+        let mut fields = vec![
+            "metadata.name".to_string(),
+            "metadata.namespace".to_string(),
+        ];
+        for f in &info.selectable_fields {
+            if !fields.contains(f) {
+                fields.push(f.clone());
+            }
+        }
+        Self {
+            kind: info.kind.clone(),
+            api_version: info.api_version(),
+            fields,
+        }
+    }
+}
+
+impl Decoder for JsonDecoder {
+    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String> {
+        let obj: Object = serde_json::from_slice::<Value>(value)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Object::from_value(v).map_err(|e| e.to_string()))?;
+        Ok(self.cached(key, obj, revision))
+    }
+
+    fn restamp(&self, obj: &CachedObject, revision: Revision) -> Result<CachedObject, String> {
+        self.decode(obj.key(), obj.json(), revision)
+    }
+}
+
+impl JsonDecoder {
+    fn cached(&self, key: &str, mut obj: Object, revision: Revision) -> CachedObject {
+        obj.set_resource_version(&to_resource_version(revision).to_string());
+        let labels = obj
+            .labels()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let fields = self
+            .fields
+            .iter()
+            .map(|f| (f.clone(), field_value(&obj, f).unwrap_or("").to_string()))
+            .collect();
+        let (json, prefix_len) = encode_with_type(&obj, &self.api_version, &self.kind);
+        CachedObject::new(key.to_string(), revision, labels, fields, json, prefix_len)
+    }
+}
+
+/// Compact JSON of `obj` with `kind` and `apiVersion` first; returns the bytes and the length
+/// of that `{"kind":…,"apiVersion":…` prefix.
+fn encode_with_type(obj: &Object, api_version: &str, kind: &str) -> (Bytes, usize) {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut out, kind).unwrap_or_default();
+    out.extend_from_slice(b",\"apiVersion\":");
+    serde_json::to_writer(&mut out, api_version).unwrap_or_default();
+    let prefix_len = out.len();
+    for (k, v) in obj.as_map() {
+        if k == "kind" || k == "apiVersion" {
+            continue;
+        }
+        out.push(b',');
+        serde_json::to_writer(&mut out, k).unwrap_or_default();
+        out.push(b':');
+        serde_json::to_writer(&mut out, v).unwrap_or_default();
+    }
+    out.push(b'}');
+    (Bytes::from(out), prefix_len)
+}
+
+/// The object tree of a cached version.
+pub fn to_object(c: &CachedObject) -> Result<Object, Status> {
+    serde_json::from_slice::<Value>(c.json())
+        .ok()
+        .and_then(|v| Object::from_value(v).ok())
+        .ok_or_else(|| Status::internal(format!("cached object {} does not decode", c.key())))
+}
+
+/// The name and namespace of a cached version.
+pub fn name_of(c: &CachedObject) -> (&str, &str) {
+    (
+        c.field("metadata.namespace").unwrap_or(""),
+        c.field("metadata.name").unwrap_or(""),
+    )
+}

@@ -1,0 +1,269 @@
+//! The watch cache over the in-memory reference store: state, windows, watch starts, slow
+//! watchers and shared encodings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strata_store::{MemoryStore, Revision, Store};
+use strata_watch::{
+    CacheConfig, CacheError, CachedObject, Caches, Decoder, EventType, Filter, StartAt,
+    WatchItem, WatchSpec,
+};
+
+/// Values are JSON numbers; the cached form is `{"kind":"T","apiVersion":"v1","n":<value>}`
+/// with the key's last segment as `metadata.name`.
+struct Numbers;
+
+impl Decoder for Numbers {
+    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String> {
+        let n = std::str::from_utf8(value).map_err(|e| e.to_string())?;
+        let prefix = r#"{"kind":"T","apiVersion":"v1""#;
+        let json = format!(r#"{prefix},"n":{n},"rv":{}}}"#, revision.get());
+        let name = key.rsplit('/').next().unwrap_or("").to_string();
+        Ok(CachedObject::new(
+            key.to_string(),
+            revision,
+            vec![("n".into(), n.to_string())],
+            vec![("metadata.name".into(), name)],
+            Bytes::from(json),
+            prefix.len(),
+        ))
+    }
+
+    fn restamp(&self, obj: &CachedObject, revision: Revision) -> Result<CachedObject, String> {
+        let n = obj.label("n").unwrap_or("0").to_string();
+        self.decode(obj.key(), n.as_bytes(), revision)
+    }
+}
+
+fn all() -> Filter {
+    Arc::new(|_| true)
+}
+
+async fn setup(config: CacheConfig) -> (Arc<MemoryStore>, Arc<strata_watch::WatchCache>) {
+    let store = Arc::new(MemoryStore::new());
+    let caches = Arc::new(Caches::new(store.clone(), config));
+    let cache = caches.add("things", "/t/", Arc::new(Numbers));
+    caches.start().await.unwrap();
+    (store, cache)
+}
+
+async fn put(store: &MemoryStore, key: &str, n: u32) -> Revision {
+    let value = Bytes::from(n.to_string());
+    match store.get(key, None).await.unwrap().0 {
+        Some(kv) => store.update(key, value, kv.mod_revision).await.unwrap().mod_revision,
+        None => store.create(key, value).await.unwrap().mod_revision,
+    }
+}
+
+async fn next_event(rx: &mut strata_watch::WatchReceiver) -> (EventType, Arc<CachedObject>) {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+            Ok(Some(WatchItem::Event(t, o))) => return (t, o),
+            Ok(Some(WatchItem::Bookmark(_))) => continue,
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn lists_and_watches_follow_the_store() {
+    let (store, cache) = setup(CacheConfig::default()).await;
+    put(&store, "/t/a", 1).await;
+    let r2 = put(&store, "/t/b", 2).await;
+    put(&store, "/other/x", 9).await;
+    cache.wait_for(r2, Duration::from_secs(5)).await.unwrap();
+    let page = cache.list("/t/", "", 1, &all());
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.remaining, 1);
+    assert_eq!(page.next_key.as_deref(), Some("/t/a\0"));
+    assert_eq!(&page.items[0].json_item()[..], br#"{"n":1,"rv":1}"#);
+
+    // A watch from the state: both objects as ADDED, then live changes.
+    let spec = WatchSpec {
+        prefix: "/t/".into(),
+        filter: all(),
+        start: StartAt::State { min: r2 },
+        bookmarks: false,
+    };
+    let mut w = cache.watch(spec, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(w.backlog.len(), 2);
+    let r4 = put(&store, "/t/a", 5).await;
+    let (t, o) = next_event(&mut w.receiver).await;
+    assert_eq!((t, o.revision()), (EventType::Modified, r4));
+    let (_, r5) = store.delete("/t/b", None).await.unwrap();
+    let (t, o) = next_event(&mut w.receiver).await;
+    assert_eq!((t, o.revision(), o.key()), (EventType::Deleted, r5, "/t/b"));
+
+    // A watch after a past revision replays exactly the later changes of its prefix.
+    let spec = WatchSpec {
+        prefix: "/t/".into(),
+        filter: all(),
+        start: StartAt::After(r2),
+        bookmarks: false,
+    };
+    let w = cache.watch(spec, Duration::from_secs(1)).await.unwrap();
+    let revs: Vec<u64> = w
+        .backlog
+        .iter()
+        .map(|i| match i {
+            WatchItem::Event(_, o) => o.revision().get(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(revs, vec![r4.get(), r5.get()]);
+}
+
+#[tokio::test]
+async fn a_slow_watcher_is_closed_without_holding_up_others() {
+    let config = CacheConfig {
+        watcher_buffer: 4,
+        ..CacheConfig::default()
+    };
+    let (store, cache) = setup(config).await;
+    let spec = |start| WatchSpec {
+        prefix: "/t/".into(),
+        filter: all(),
+        start,
+        bookmarks: false,
+    };
+    let mut slow = cache
+        .watch(spec(StartAt::After(Revision::ZERO)), Duration::from_secs(1))
+        .await
+        .unwrap();
+    let mut fast = cache
+        .watch(spec(StartAt::After(Revision::ZERO)), Duration::from_secs(1))
+        .await
+        .unwrap();
+    let reader = tokio::spawn(async move {
+        let mut seen = 0;
+        while seen < 20 {
+            next_event(&mut fast.receiver).await;
+            seen += 1;
+        }
+        seen
+    });
+    for i in 0..20 {
+        put(&store, &format!("/t/{i}"), i).await;
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(reader.await.unwrap(), 20);
+    let mut got = 0;
+    loop {
+        match slow.receiver.recv().await {
+            Some(WatchItem::Event(..)) => got += 1,
+            Some(WatchItem::Closed(CacheError::Overflow { .. })) => break,
+            other => panic!("expected events then an overflow, got {other:?}"),
+        }
+    }
+    assert!(got <= 4, "the slow watcher got {got} events, more than its buffer");
+    assert!(slow.receiver.recv().await.is_none());
+    assert_eq!(cache.metrics().watchers_overflowed, 1);
+}
+
+#[tokio::test]
+async fn encodings_are_shared_by_every_watcher() {
+    let (store, cache) = setup(CacheConfig::default()).await;
+    let mut watchers = Vec::new();
+    for _ in 0..5 {
+        let spec = WatchSpec {
+            prefix: "/t/".into(),
+            filter: all(),
+            start: StartAt::After(Revision::ZERO),
+            bookmarks: false,
+        };
+        watchers.push(cache.watch(spec, Duration::from_secs(1)).await.unwrap());
+    }
+    for i in 0..3 {
+        put(&store, &format!("/t/{i}"), i).await;
+    }
+    for w in &mut watchers {
+        for _ in 0..3 {
+            let (_, o) = next_event(&mut w.receiver).await;
+            o.encoded("upper", |c| {
+                Bytes::from(String::from_utf8_lossy(c.json()).to_uppercase())
+            });
+        }
+    }
+    let encodes = cache.metrics().encodes;
+    assert!(encodes.contains(&("upper".to_string(), 3)), "{encodes:?}");
+    assert!(encodes.contains(&("json".to_string(), 3)), "{encodes:?}");
+}
+
+#[tokio::test]
+async fn compacted_starts_are_expired_and_future_reads_time_out() {
+    let (store, cache) = setup(CacheConfig::default()).await;
+    let r1 = put(&store, "/t/a", 1).await;
+    put(&store, "/t/a", 2).await;
+    let r3 = put(&store, "/t/a", 3).await;
+    store.compact(r3).await.unwrap();
+    let r4 = put(&store, "/t/b", 4).await;
+    cache.wait_for(r4, Duration::from_secs(5)).await.unwrap();
+    let spec = WatchSpec {
+        prefix: "/t/".into(),
+        filter: all(),
+        start: StartAt::After(r1),
+        bookmarks: false,
+    };
+    let err = cache.watch(spec, Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(err, CacheError::Expired { .. }), "{err:?}");
+    let err = cache
+        .wait_for(Revision(r4.get() + 10), Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CacheError::TooLarge {
+            requested: Revision(r4.get() + 10),
+            current: r4
+        }
+    );
+}
+
+#[tokio::test]
+async fn bookmarks_never_run_ahead_of_events() {
+    let config = CacheConfig {
+        bookmark_interval: Duration::from_millis(5),
+        ..CacheConfig::default()
+    };
+    let (store, cache) = setup(config).await;
+    let spec = WatchSpec {
+        prefix: "/t/".into(),
+        filter: all(),
+        start: StartAt::After(Revision::ZERO),
+        bookmarks: true,
+    };
+    let mut w = cache.watch(spec, Duration::from_secs(1)).await.unwrap();
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                put(&store, &format!("/t/{}", i % 7), i).await;
+                if i % 20 == 0 {
+                    tokio::time::sleep(Duration::from_millis(6)).await;
+                }
+            }
+        })
+    };
+    let mut last_event = 0;
+    let mut last_bookmark = 0;
+    let mut bookmarks = 0;
+    while last_event < 200 {
+        match tokio::time::timeout(Duration::from_secs(5), w.receiver.recv()).await {
+            Ok(Some(WatchItem::Event(_, o))) => {
+                assert!(o.revision().get() > last_bookmark, "event behind a bookmark");
+                assert_eq!(o.revision().get(), last_event + 1, "gap or reorder");
+                last_event = o.revision().get();
+            }
+            Ok(Some(WatchItem::Bookmark(r))) => {
+                assert!(r.get() >= last_event);
+                last_bookmark = r.get();
+                bookmarks += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    writer.await.unwrap();
+    assert!(bookmarks > 0);
+}
