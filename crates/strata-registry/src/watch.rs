@@ -63,7 +63,9 @@ impl WatchStream {
                 &to_resource_version(r).to_string(),
                 false,
             )),
-            Item::Cache(WatchItem::Closed(e)) => StreamItem::Error(Box::new(cache_error(&self.rt, e))),
+            Item::Cache(WatchItem::Closed(e)) => {
+                StreamItem::Error(Box::new(cache_error(&self.rt, e)))
+            }
             Item::InitialEventsEnd(r) => StreamItem::Bookmark(bookmark_object(
                 &self.rt.info,
                 &to_resource_version(r).to_string(),

@@ -7,8 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use strata_store::{MemoryStore, Revision, Store};
 use strata_watch::{
-    CacheConfig, CacheError, CachedObject, Caches, Decoder, EventType, Filter, StartAt,
-    WatchItem, WatchSpec,
+    CacheConfig, CacheError, CachedObject, Caches, Decoder, EventType, Filter, StartAt, WatchItem,
+    WatchSpec,
 };
 
 /// Values are JSON numbers; the cached form is `{"kind":"T","apiVersion":"v1","n":<value>}`
@@ -52,7 +52,13 @@ async fn setup(config: CacheConfig) -> (Arc<MemoryStore>, Arc<strata_watch::Watc
 async fn put(store: &MemoryStore, key: &str, n: u32) -> Revision {
     let value = Bytes::from(n.to_string());
     match store.get(key, None).await.unwrap().0 {
-        Some(kv) => store.update(key, value, kv.mod_revision).await.unwrap().mod_revision,
+        Some(kv) => {
+            store
+                .update(key, value, kv.mod_revision)
+                .await
+                .unwrap()
+                .mod_revision
+        }
         None => store.create(key, value).await.unwrap().mod_revision,
     }
 }
@@ -157,7 +163,10 @@ async fn a_slow_watcher_is_closed_without_holding_up_others() {
             other => panic!("expected events then an overflow, got {other:?}"),
         }
     }
-    assert!(got <= 4, "the slow watcher got {got} events, more than its buffer");
+    assert!(
+        got <= 4,
+        "the slow watcher got {got} events, more than its buffer"
+    );
     assert!(slow.receiver.recv().await.is_none());
     assert_eq!(cache.metrics().watchers_overflowed, 1);
 }
@@ -252,7 +261,10 @@ async fn bookmarks_never_run_ahead_of_events() {
     while last_event < 200 {
         match tokio::time::timeout(Duration::from_secs(5), w.receiver.recv()).await {
             Ok(Some(WatchItem::Event(_, o))) => {
-                assert!(o.revision().get() > last_bookmark, "event behind a bookmark");
+                assert!(
+                    o.revision().get() > last_bookmark,
+                    "event behind a bookmark"
+                );
                 assert_eq!(o.revision().get(), last_event + 1, "gap or reorder");
                 last_event = o.revision().get();
             }
