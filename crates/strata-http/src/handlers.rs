@@ -479,7 +479,11 @@ async fn resource(
             let timeout = watch_timeout(&query)?;
             let stream = fe.registry.watch(rt.clone(), ns, &opts).await?;
             let mut resp = Response::new(crate::watch::WatchBody::body(
-                stream, output, include, timeout,
+                stream,
+                output,
+                include,
+                timeout,
+                fe.closing.subscribe(),
             ));
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,

@@ -37,7 +37,7 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 pub struct FrontendConfig {
     /// The version reported at `/version`.
     pub git_version: String,
-    /// Whether the server is ready to serve (`/readyz`).
+    /// The largest request body accepted.
     pub max_body_bytes: usize,
 }
 
@@ -55,6 +55,8 @@ pub struct Frontend {
     pub registry: Arc<Registry>,
     pub config: FrontendConfig,
     openapi: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Set when the server shuts down: watch streams end so connections can drain.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Frontend {
@@ -70,6 +72,7 @@ impl Frontend {
             registry,
             config,
             openapi,
+            closing: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -130,6 +133,7 @@ pub async fn serve(
         }
     }
     drop(listener);
+    frontend.closing.send_replace(true);
     if tokio::time::timeout(drain, graceful.shutdown())
         .await
         .is_err()

@@ -27,47 +27,59 @@ pub struct WatchBody {
     output: Output,
     include: IncludeObject,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    /// Completes when the server shuts down.
+    closing: Pin<Box<dyn Future<Output = ()> + Send + Sync>>,
+    /// Table watches send `columnDefinitions` in their first event only.
+    columns_sent: bool,
     done: bool,
 }
 
 impl WatchBody {
-    /// The response body streaming `stream`, ending at `timeout`.
+    /// The response body streaming `stream`, ending at `timeout` or when `closing` turns true.
     pub fn body(
         stream: WatchStream,
         output: Output,
         include: IncludeObject,
         timeout: Duration,
+        mut closing: tokio::sync::watch::Receiver<bool>,
     ) -> Body {
         WatchBody {
             stream,
             output,
             include,
             deadline: Box::pin(tokio::time::sleep(timeout)),
+            closing: Box::pin(async move {
+                let _ = closing.wait_for(|c| *c).await;
+            }),
+            columns_sent: false,
             done: false,
         }
         .boxed()
     }
 
     /// Appends one event line; returns false when the item ends the stream.
-    fn encode(&self, item: StreamItem, out: &mut BytesMut) -> bool {
+    fn encode(&mut self, item: StreamItem, out: &mut BytesMut) -> bool {
         let (kind, object, last) = match item {
             StreamItem::Event(t, obj) => {
                 let bytes = match &self.output {
                     Output::Json => obj.json().clone(),
                     Output::Table(target) => {
+                        let columns = !self.columns_sent;
+                        self.columns_sent = true;
                         let name = format!(
-                            "table;g={};v={};include={}",
+                            "table;g={};v={};include={};columns={columns}",
                             target.group,
                             target.version,
                             self.include.as_str()
                         );
+                        let include = self.include;
                         obj.encoded(&name, |c| {
                             let Ok(o) = cache::to_object(c) else {
                                 return Bytes::from_static(b"{}");
                             };
                             let mut meta = serde_json::Map::new();
                             meta.insert("resourceVersion".into(), o.resource_version().into());
-                            let t = table::table(&[o], meta, self.include, target, true);
+                            let t = table::table(&[o], meta, include, target, columns);
                             Bytes::from(serde_json::to_vec(&t).unwrap_or_default())
                         })
                     }
@@ -106,8 +118,8 @@ impl HttpBody for WatchBody {
         if this.done {
             return Poll::Ready(None);
         }
-        if this.deadline.as_mut().poll(cx).is_ready() {
-            // timeoutSeconds ends the stream cleanly, without an error event.
+        if this.deadline.as_mut().poll(cx).is_ready() || this.closing.as_mut().poll(cx).is_ready() {
+            // timeoutSeconds and shutdown end the stream cleanly, without an error event.
             this.done = true;
             return Poll::Ready(None);
         }

@@ -1156,11 +1156,14 @@ async fn slow_watcher_is_cut_off_with_410() {
         assert_eq!(slow.status, 200);
         let fast = open(&s, &path).await;
 
-        // Two writers keep the event rate modest, so that the reading watcher never lags by
-        // 16 events; 16 KiB per event is still far more in total than the socket buffers
-        // between the server and a client that does not read.
+        // 16 KiB per event: far more in total than the socket buffers between the server and
+        // a client that does not read.
         const WRITERS: usize = 2;
         const OBJECTS: usize = 800;
+        // The writers never run more than this many events ahead of the reading watcher, so a
+        // scheduling hiccup cannot make it lag by the 16 events that would end it as well.
+        const MAX_LAG: usize = 8;
+        let (progress, progress_rx) = tokio::sync::watch::channel(0usize);
         let fast = tokio::spawn(async move {
             let mut fast = fast;
             let mut got = Vec::new();
@@ -1171,17 +1174,29 @@ async fn slow_watcher_is_cut_off_with_410() {
                     "the reading watcher was cut off too: {e}"
                 );
                 got.push(summary(&e));
+                progress.send_replace(got.len());
             }
             got
         });
         let filler = "x".repeat(16 * 1024);
+        let sent = Arc::new(AtomicUsize::new(0));
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let h = h.clone();
                 let filler = filler.clone();
+                let sent = sent.clone();
+                let mut progress = progress_rx.clone();
                 tokio::spawn(async move {
                     let mut rvs = Vec::new();
                     for i in 0..OBJECTS / WRITERS {
+                        let target = sent.load(Ordering::SeqCst).saturating_sub(MAX_LAG);
+                        tokio::time::timeout(
+                            Duration::from_secs(30),
+                            progress.wait_for(|n| *n >= target),
+                        )
+                        .await
+                        .expect("the reading watcher stopped receiving")
+                        .expect("the reading watcher's task ended");
                         let r = h
                             .post_json(
                                 &sa_path("slow"),
@@ -1192,6 +1207,7 @@ async fn slow_watcher_is_cut_off_with_410() {
                             )
                             .await;
                         assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+                        sent.fetch_add(1, Ordering::SeqCst);
                         rvs.push(rv_of(&r.json()));
                     }
                     rvs
