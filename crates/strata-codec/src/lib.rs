@@ -5,5 +5,6 @@
 
 pub mod json;
 pub mod media;
+pub mod yaml;
 
 pub use media::{MediaRange, MediaType};

@@ -30,7 +30,11 @@ fn render_for(headers: &HeaderMap, query: &Query) -> Render {
         || ua.starts_with("curl")
         || ua.starts_with("Wget")
         || ua.starts_with("Mozilla/5.0");
-    Render { pretty }
+    let accept = header_str(headers, header::ACCEPT);
+    Render {
+        pretty,
+        yaml: negotiate::error_output(accept) == Output::Yaml,
+    }
 }
 
 /// Routes one request to discovery, OpenAPI, health or a resource handler.
@@ -363,10 +367,14 @@ fn list_response(
 ) -> Result<Response<Body>, Status> {
     Ok(match output {
         Output::Json if !render.pretty => json_bytes_response(200, list_json(&rt.info, &list)),
-        Output::Json => {
+        Output::Json | Output::Yaml => {
             let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
-            respond::json(200, &v, render, "application/json")
+            if *output == Output::Yaml {
+                respond::yaml(200, &v)
+            } else {
+                respond::json(200, &v, render, "application/json")
+            }
         }
         Output::Table(target) => {
             let mut meta = Map::new();
@@ -397,9 +405,17 @@ fn json_bytes_response(code: u16, body: Vec<u8>) -> Response<Body> {
 /// Reads and decodes a JSON request body, checking size and content type.
 async fn json_body(fe: &Frontend, req: Request<Incoming>) -> Result<Value, Status> {
     let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
-    negotiate::check_body_type(&content_type)?;
+    let format = negotiate::body_format(&content_type)?;
     let bytes = body_bytes(fe, req).await?;
-    strata_codec::json::decode(&bytes).map_err(|e| Status::bad_request(e.to_string()))
+    decode_body(format, &bytes)
+}
+
+fn decode_body(format: negotiate::BodyFormat, bytes: &[u8]) -> Result<Value, Status> {
+    let decoded = match format {
+        negotiate::BodyFormat::Json => strata_codec::json::decode(bytes),
+        negotiate::BodyFormat::Yaml => strata_codec::yaml::decode(bytes),
+    };
+    decoded.map_err(|e| Status::bad_request(e.to_string()))
 }
 
 async fn body_bytes(fe: &Frontend, req: Request<Incoming>) -> Result<Bytes, Status> {
@@ -433,6 +449,7 @@ fn object_response(
 ) -> Response<Body> {
     match output {
         Output::Json => respond::json(code, &obj.into_value(), render, "application/json"),
+        Output::Yaml => respond::yaml(code, &obj.into_value()),
         Output::Table(target) => {
             let mut meta = Map::new();
             meta.insert("resourceVersion".into(), json!(obj.resource_version()));
@@ -474,7 +491,7 @@ async fn resource(
             if !rt.info.has_verb(strata_object::Verb::Watch) {
                 return Err(Status::method_not_allowed_for(&rt.info.resource, "watch"));
             }
-            let output = negotiate::output(&accept, table_ok)?;
+            let output = negotiate::stream_output(&accept, table_ok)?;
             let opts = watch_options(&query, name)?;
             let timeout = watch_timeout(&query)?;
             let stream = fe.registry.watch(rt.clone(), ns, &opts).await?;
@@ -574,19 +591,17 @@ async fn resource(
                     "deletecollection",
                 ));
             }
-            negotiate::output(&accept, false)?;
+            let output = negotiate::output(&accept, false)?;
             let list_opts = list_options(&query)?;
             let opts = delete_options(fe, req, &query).await?;
             let status = fe
                 .registry
                 .delete_collection(&rt, ns, &list_opts, &opts)
                 .await?;
-            Ok(respond::json(
-                200,
-                &status.to_value(),
-                render,
-                "application/json",
-            ))
+            Ok(match output {
+                Output::Yaml => respond::yaml(200, &status.to_value()),
+                _ => respond::json(200, &status.to_value(), render, "application/json"),
+            })
         }
         _ => Err(Status::method_not_allowed()),
     }
@@ -602,8 +617,8 @@ async fn delete_options(
     let bytes = body_bytes(fe, req).await?;
     let mut body = Map::new();
     if !bytes.iter().all(u8::is_ascii_whitespace) {
-        negotiate::check_body_type(&content_type)?;
-        match strata_codec::json::decode(&bytes).map_err(|e| Status::bad_request(e.to_string()))? {
+        let format = negotiate::body_format(&content_type)?;
+        match decode_body(format, &bytes)? {
             Value::Object(m) => body = m,
             _ => return Err(Status::bad_request("DeleteOptions must be a JSON object")),
         }

@@ -1,33 +1,48 @@
-//! Content negotiation for resource endpoints: which representation to answer in, and whether a
-//! request body's type is one we read.
+//! Content negotiation for resource endpoints: which representation to answer in, and which
+//! format a request body is in.
 
 use strata_codec::media::{parse_accept, MediaType};
 use strata_object::Status;
 
 use crate::table::TableTarget;
 
-/// Media types a response can be served in today.
-pub const SERVED: [&str; 1] = ["application/json"];
-/// Media types a request body can be read from today.
-pub const READ: [&str; 1] = ["application/json"];
+/// Media types a response can be served in.
+pub const SERVED: [&str; 2] = ["application/json", "application/yaml"];
+/// Media types a watch can be streamed in.
+pub const STREAMED: [&str; 1] = ["application/json"];
+/// Media types a request body can be read from.
+pub const READ: [&str; 2] = ["application/json", "application/yaml"];
 
 /// The representation chosen for a response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Json,
+    Yaml,
     Table(TableTarget),
+}
+
+/// The format of a request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFormat {
+    Json,
+    Yaml,
 }
 
 const TABLE_GROUPS: [&str; 2] = ["meta.k8s.io", "meta.svc.io"];
 const TABLE_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
-/// Picks the first acceptable representation from `Accept`, or 406.
-pub fn output(accept: &str, table_allowed: bool) -> Result<Output, Status> {
+/// Picks the first acceptable representation from `Accept`, or 406. `table_allowed` says whether
+/// the endpoint offers Tables; `streaming` restricts the choice to stream formats (watch).
+fn choose(accept: &str, table_allowed: bool, streaming: bool) -> Result<Output, Status> {
     for range in parse_accept(accept) {
+        let as_param = range.media.param("as");
+        if !streaming && as_param.is_none() && range.media.essence == "application/yaml" {
+            return Ok(Output::Yaml);
+        }
         if !range.matches("application/json") {
             continue;
         }
-        match range.media.param("as") {
+        match as_param {
             None => return Ok(Output::Json),
             Some("Table") if table_allowed => {
                 let g = range.media.param("g").unwrap_or("");
@@ -43,16 +58,39 @@ pub fn output(accept: &str, table_allowed: bool) -> Result<Output, Status> {
             Some(_) => {}
         }
     }
-    Err(Status::not_acceptable(&SERVED))
+    Err(Status::not_acceptable(if streaming {
+        &STREAMED
+    } else {
+        &SERVED
+    }))
 }
 
-/// Checks the `Content-Type` of a request body (empty means JSON).
-pub fn check_body_type(content_type: &str) -> Result<(), Status> {
-    if content_type.trim().is_empty() {
-        return Ok(());
+/// The representation of a response to a single or list request.
+pub fn output(accept: &str, table_allowed: bool) -> Result<Output, Status> {
+    choose(accept, table_allowed, false)
+}
+
+/// The representation of a watch stream.
+pub fn stream_output(accept: &str, table_allowed: bool) -> Result<Output, Status> {
+    choose(accept, table_allowed, true)
+}
+
+/// The format an error Status is written in: the client's first acceptable plain format.
+pub fn error_output(accept: &str) -> Output {
+    match choose(accept, false, false) {
+        Ok(Output::Yaml) => Output::Yaml,
+        _ => Output::Json,
     }
-    match MediaType::parse(content_type) {
-        Some(m) if READ.contains(&m.essence.as_str()) => Ok(()),
+}
+
+/// The format of a request body from its `Content-Type` (empty means JSON), or 415.
+pub fn body_format(content_type: &str) -> Result<BodyFormat, Status> {
+    if content_type.trim().is_empty() {
+        return Ok(BodyFormat::Json);
+    }
+    match MediaType::parse(content_type).map(|m| m.essence) {
+        Some(e) if e == "application/json" => Ok(BodyFormat::Json),
+        Some(e) if e == "application/yaml" => Ok(BodyFormat::Yaml),
         _ => Err(Status::unsupported_media_type(&READ)),
     }
 }
@@ -77,5 +115,29 @@ mod tests {
         assert_eq!(output("text/html", true).unwrap_err().code, 406);
         assert_eq!(output("*/*", true).unwrap(), Output::Json);
         assert_eq!(output("", true).unwrap(), Output::Json);
+    }
+
+    #[test]
+    fn yaml_where_it_can_be_served() {
+        assert_eq!(output("application/yaml", true).unwrap(), Output::Yaml);
+        assert_eq!(
+            output("application/yaml;q=0.5, application/json", true).unwrap(),
+            Output::Json
+        );
+        assert_eq!(
+            stream_output("application/yaml", true).unwrap_err().code,
+            406
+        );
+        assert_eq!(
+            stream_output("application/yaml, application/json;q=0.1", true).unwrap(),
+            Output::Json
+        );
+        assert_eq!(error_output("application/yaml"), Output::Yaml);
+        assert_eq!(error_output("text/html"), Output::Json);
+        assert_eq!(
+            body_format("application/yaml; charset=utf-8").unwrap(),
+            BodyFormat::Yaml
+        );
+        assert_eq!(body_format("text/plain").unwrap_err().code, 415);
     }
 }

@@ -18,6 +18,8 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Render {
     pub pretty: bool,
+    /// Errors go out as YAML: the client accepts YAML before JSON.
+    pub yaml: bool,
 }
 
 /// A JSON response with `code` and `content_type`.
@@ -31,11 +33,26 @@ pub fn json(code: u16, value: &Value, render: Render, content_type: &str) -> Res
     resp
 }
 
+/// A YAML response with `code`.
+pub fn yaml(code: u16, value: &Value) -> Response<Body> {
+    let mut resp = Response::new(full(strata_codec::yaml::encode(value)));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/yaml"),
+    );
+    resp
+}
+
 /// A Status response; its `code` is the HTTP status, and `Retry-After` mirrors
 /// `details.retryAfterSeconds`.
 pub fn status(s: &Status, render: Render) -> Response<Body> {
     let code = if s.code == 0 { 500 } else { s.code };
-    let mut resp = json(code, &s.to_value(), render, "application/json");
+    let mut resp = if render.yaml {
+        yaml(code, &s.to_value())
+    } else {
+        json(code, &s.to_value(), render, "application/json")
+    };
     if let Some(secs) = s.retry_after() {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));

@@ -62,7 +62,8 @@ impl WatchBody {
         let (kind, object, last) = match item {
             StreamItem::Event(t, obj) => {
                 let bytes = match &self.output {
-                    Output::Json => obj.json().clone(),
+                    // Watches are never negotiated to YAML (no stream form).
+                    Output::Json | Output::Yaml => obj.json().clone(),
                     Output::Table(target) => {
                         let columns = !self.columns_sent;
                         self.columns_sent = true;

@@ -1,0 +1,135 @@
+//! Media types over HTTP: YAML request and response bodies on every verb and for errors, and
+//! what is refused (415 for unreadable bodies, 406 for unservable answers).
+
+mod common;
+
+use common::{assert_status, TestServer};
+
+const YAML: &str = "application/yaml";
+
+fn yaml(body: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(body);
+    serde_json::to_value(
+        serde_norway::from_str::<serde_json::Value>(&text)
+            .unwrap_or_else(|e| panic!("not YAML ({e}): {text}")),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn yaml_bodies_on_every_verb() {
+    let s = TestServer::start();
+    let base = "/api/v1/namespaces/default/serviceaccounts";
+    let accept = [("accept", YAML), ("content-type", YAML)];
+
+    let created = s
+        .send(
+            "POST",
+            base,
+            Some(b"metadata:\n  name: y1\n  labels:\n    app: web\n"),
+            &accept,
+        )
+        .await;
+    assert_eq!(
+        created.code(),
+        201,
+        "{}",
+        String::from_utf8_lossy(&created.body)
+    );
+    assert_eq!(created.header("content-type"), YAML);
+    let v = yaml(&created.body);
+    assert_eq!(v["kind"], "ServiceAccount");
+    assert_eq!(v["metadata"]["labels"]["app"], "web");
+
+    let got = s.send("GET", &format!("{base}/y1"), None, &accept).await;
+    assert_eq!(got.code(), 200);
+    assert_eq!(yaml(&got.body)["metadata"]["name"], "y1");
+
+    let list = s.send("GET", base, None, &accept).await;
+    assert_eq!(list.code(), 200);
+    let l = yaml(&list.body);
+    assert_eq!(l["kind"], "ServiceAccountList");
+    assert_eq!(l["items"][0]["metadata"]["name"], "y1");
+
+    let rv = v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let put = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: y1\n  resourceVersion: \"{rv}\"\n  labels:\n    app: db\n"
+    );
+    let replaced = s
+        .send("PUT", &format!("{base}/y1"), Some(put.as_bytes()), &accept)
+        .await;
+    assert_eq!(
+        replaced.code(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&replaced.body)
+    );
+    assert_eq!(yaml(&replaced.body)["metadata"]["labels"]["app"], "db");
+
+    // YAML for the answer, JSON for the request (the two are independent).
+    let patched = s
+        .send(
+            "PATCH",
+            &format!("{base}/y1"),
+            Some(br#"{"metadata":{"labels":{"tier":"x"}}}"#),
+            &[
+                ("accept", YAML),
+                ("content-type", "application/merge-patch+json"),
+            ],
+        )
+        .await;
+    assert_eq!(patched.code(), 200);
+    assert_eq!(yaml(&patched.body)["metadata"]["labels"]["tier"], "x");
+
+    let deleted = s.send("DELETE", &format!("{base}/y1"), None, &accept).await;
+    assert_eq!(deleted.code(), 200);
+    assert_eq!(yaml(&deleted.body)["metadata"]["name"], "y1");
+
+    // Errors come back in YAML too.
+    let missing = s.send("GET", &format!("{base}/y1"), None, &accept).await;
+    assert_eq!(missing.code(), 404);
+    assert_eq!(missing.header("content-type"), YAML);
+    let st = yaml(&missing.body);
+    assert_eq!(
+        (st["kind"].as_str(), st["code"].as_i64()),
+        (Some("Status"), Some(404))
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_unsupported_bodies() {
+    let s = TestServer::start();
+    let base = "/api/v1/namespaces/default/serviceaccounts";
+    for body in [
+        &b"metadata: [unclosed"[..],
+        b"\xff\xfe\x00",
+        b"- just\n- a list\n",
+    ] {
+        let r = s
+            .send("POST", base, Some(body), &[("content-type", YAML)])
+            .await;
+        assert_status(&r, 400, "BadRequest");
+    }
+    let r = s
+        .send(
+            "POST",
+            base,
+            Some(b"name=x"),
+            &[("content-type", "text/plain")],
+        )
+        .await;
+    assert_status(&r, 415, "UnsupportedMediaType");
+    let r = s.send("GET", base, None, &[("accept", "text/html")]).await;
+    assert_status(&r, 406, "NotAcceptable");
+    // Watches have no YAML form.
+    let r = s
+        .send("GET", &format!("{base}?watch=1"), None, &[("accept", YAML)])
+        .await;
+    assert_eq!(r.code(), 406);
+    // Nothing was stored by the refused requests.
+    let list = s.get(base).await.json();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
+}
