@@ -512,7 +512,9 @@ async fn resource(
             let output = negotiate::output(&accept, table_ok)?;
             let opts = list_options(&query)?;
             let list = fe.registry.list(&rt, ns, &opts).await?;
-            list_response(&rt, list, &output, include, render)
+            let mut resp = list_response(&rt, list, &output, include, render)?;
+            resp.extensions_mut().insert(respond::Compressible);
+            Ok(resp)
         }
         (Method::GET | Method::HEAD, false) => {
             let output = negotiate::output(&accept, table_ok)?;
@@ -520,14 +522,17 @@ async fn resource(
                 .registry
                 .get_cached(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
                 .await?;
-            if output == Output::Json && !render.pretty {
+            let mut resp = if output == Output::Json && !render.pretty {
                 let mut body = Vec::with_capacity(obj.json().len() + 1);
                 body.extend_from_slice(obj.json());
                 body.push(b'\n');
-                return Ok(json_bytes_response(200, body));
-            }
-            let obj = strata_registry::cache::to_object(&obj)?;
-            Ok(object_response(200, obj, &output, include, render))
+                json_bytes_response(200, body)
+            } else {
+                let obj = strata_registry::cache::to_object(&obj)?;
+                object_response(200, obj, &output, include, render)
+            };
+            resp.extensions_mut().insert(respond::Compressible);
+            Ok(resp)
         }
         (Method::POST, true) => {
             let output = negotiate::output(&accept, false)?;

@@ -39,6 +39,8 @@ pub struct FrontendConfig {
     pub git_version: String,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
+    /// Gzip get and list responses for clients that accept it (`APIResponseCompression`).
+    pub compression: bool,
 }
 
 impl Default for FrontendConfig {
@@ -46,6 +48,7 @@ impl Default for FrontendConfig {
         Self {
             git_version: "v1.31.0-strata".into(),
             max_body_bytes: MAX_BODY_BYTES,
+            compression: true,
         }
     }
 }
@@ -81,7 +84,11 @@ impl Frontend {
         let id = uuid::Uuid::new_v4().to_string();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
+        let gzip = self.config.compression && respond::accepts_gzip(req.headers());
         let mut resp = handlers::route(self, req).await;
+        if gzip && resp.extensions().get::<respond::Compressible>().is_some() {
+            resp = respond::gzip(resp).await;
+        }
         let h = resp.headers_mut();
         h.entry(header::CACHE_CONTROL)
             .or_insert(HeaderValue::from_static("no-cache, private"));

@@ -70,3 +70,49 @@ pub fn text(code: u16, body: &'static str) -> Response<Body> {
     );
     resp
 }
+
+/// Marks a response whose body may be gzipped (a get or list answer, never a watch stream).
+#[derive(Clone, Copy, Debug)]
+pub struct Compressible;
+
+/// Whether `Accept-Encoding` allows gzip (present with a non-zero quality).
+pub fn accepts_gzip(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .filter_map(|q| q.trim().parse::<f32>().ok())
+                .next()
+                .unwrap_or(1.0);
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && q > 0.0
+        })
+}
+
+/// Gzips a full response body and labels it `Content-Encoding: gzip`.
+pub async fn gzip(resp: Response<Body>) -> Response<Body> {
+    use std::io::Write;
+    let (mut parts, body) = resp.into_parts();
+    let Ok(collected) = body.collect().await;
+    let bytes = collected.to_bytes();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let compressed = enc.write_all(&bytes).and_then(|_| enc.finish());
+    match compressed {
+        Ok(out) => {
+            parts
+                .headers
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts
+                .headers
+                .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+            Response::from_parts(parts, full(out))
+        }
+        Err(_) => Response::from_parts(parts, full(bytes)),
+    }
+}

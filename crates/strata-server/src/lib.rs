@@ -129,7 +129,11 @@ impl Server {
             .await
             .map_err(|s| format!("cannot start the registry: {}", s.message))?;
         bootstrap(&registry).await?;
-        let frontend = Arc::new(Frontend::new(registry, FrontendConfig::default()));
+        let frontend_config = FrontendConfig {
+            compression: config.gate("APIResponseCompression"),
+            ..FrontendConfig::default()
+        };
+        let frontend = Arc::new(Frontend::new(registry, frontend_config));
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

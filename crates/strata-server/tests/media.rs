@@ -133,3 +133,65 @@ async fn malformed_and_unsupported_bodies() {
     let list = s.get(base).await.json();
     assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
 }
+
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut out)
+        .expect("a gzip body");
+    out
+}
+
+#[tokio::test]
+async fn get_and_list_are_gzipped_when_accepted() {
+    let s = TestServer::start();
+    let base = "/api/v1/namespaces/default/serviceaccounts";
+    assert_eq!(
+        s.post_json(base, &serde_json::json!({"metadata": {"name": "z"}}))
+            .await
+            .code(),
+        201
+    );
+    let gz = [("accept-encoding", "gzip")];
+    for path in [base.to_string(), format!("{base}/z")] {
+        let r = s.send("GET", &path, None, &gz).await;
+        assert_eq!(r.code(), 200);
+        assert_eq!(r.header("content-encoding"), "gzip", "{path}");
+        let plain = s.get(&path).await;
+        assert_eq!(plain.header("content-encoding"), "");
+        assert_eq!(gunzip(&r.body), plain.body.to_vec(), "{path}");
+    }
+    // A refused coding, and a watch stream, stay identity.
+    let r = s
+        .send("GET", base, None, &[("accept-encoding", "gzip;q=0, br")])
+        .await;
+    assert_eq!(r.header("content-encoding"), "");
+    let r = s
+        .send(
+            "GET",
+            &format!("{base}?watch=1&timeoutSeconds=1"),
+            None,
+            &gz,
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(r.header("content-encoding"), "");
+    assert!(String::from_utf8_lossy(&r.body).contains("\"ADDED\""));
+}
+
+#[tokio::test]
+async fn compression_gate_off_means_identity() {
+    let s = TestServer::start_with(&["--feature-gates", "APIResponseCompression=false"]);
+    let r = s
+        .send(
+            "GET",
+            "/api/v1/namespaces",
+            None,
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(r.header("content-encoding"), "");
+    assert_eq!(r.json()["kind"], "NamespaceList");
+}
