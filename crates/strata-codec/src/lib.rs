@@ -5,6 +5,7 @@
 
 pub mod json;
 pub mod media;
+pub mod proto;
 pub mod yaml;
 
 pub use media::{MediaRange, MediaType};

@@ -33,7 +33,7 @@ fn render_for(headers: &HeaderMap, query: &Query) -> Render {
     let accept = header_str(headers, header::ACCEPT);
     Render {
         pretty,
-        yaml: negotiate::error_output(accept) == Output::Yaml,
+        errors: negotiate::error_output(accept),
     }
 }
 
@@ -367,14 +367,10 @@ fn list_response(
 ) -> Result<Response<Body>, Status> {
     Ok(match output {
         Output::Json if !render.pretty => json_bytes_response(200, list_json(&rt.info, &list)),
-        Output::Json | Output::Yaml => {
+        Output::Json | Output::Yaml | Output::Protobuf(_) => {
             let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
-            if *output == Output::Yaml {
-                respond::yaml(200, &v)
-            } else {
-                respond::json(200, &v, render, "application/json")
-            }
+            respond::value(200, &v, output, render)
         }
         Output::Table(target) => {
             let mut meta = Map::new();
@@ -392,6 +388,22 @@ fn list_response(
     })
 }
 
+/// The enveloped protobuf of a cached object, made once per object version.
+pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Bytes {
+    obj.encoded("protobuf", |c| {
+        let encoded = serde_json::from_slice::<Value>(c.json())
+            .map_err(|e| e.to_string())
+            .and_then(|v| strata_codec::proto::encode(&v).map_err(|e| e.to_string()));
+        match encoded {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                tracing::error!(key = c.key(), %e, "cannot encode a stored object as protobuf");
+                Bytes::new()
+            }
+        }
+    })
+}
+
 fn json_bytes_response(code: u16, body: Vec<u8>) -> Response<Body> {
     let mut resp = Response::new(respond::full(body));
     *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
@@ -403,17 +415,19 @@ fn json_bytes_response(code: u16, body: Vec<u8>) -> Response<Body> {
 }
 
 /// Reads and decodes a JSON request body, checking size and content type.
-async fn json_body(fe: &Frontend, req: Request<Incoming>) -> Result<Value, Status> {
+async fn object_body(fe: &Frontend, req: Request<Incoming>, kind: &str) -> Result<Value, Status> {
     let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
     let format = negotiate::body_format(&content_type)?;
     let bytes = body_bytes(fe, req).await?;
-    decode_body(format, &bytes)
+    decode_body(format, &bytes, kind)
 }
 
-fn decode_body(format: negotiate::BodyFormat, bytes: &[u8]) -> Result<Value, Status> {
+/// Decodes a request body; a protobuf body's envelope names its kind, else `kind` is assumed.
+fn decode_body(format: negotiate::BodyFormat, bytes: &[u8], kind: &str) -> Result<Value, Status> {
     let decoded = match format {
         negotiate::BodyFormat::Json => strata_codec::json::decode(bytes),
         negotiate::BodyFormat::Yaml => strata_codec::yaml::decode(bytes),
+        negotiate::BodyFormat::Protobuf => strata_codec::proto::decode(bytes, kind),
     };
     decoded.map_err(|e| Status::bad_request(e.to_string()))
 }
@@ -448,8 +462,9 @@ fn object_response(
     render: Render,
 ) -> Response<Body> {
     match output {
-        Output::Json => respond::json(code, &obj.into_value(), render, "application/json"),
-        Output::Yaml => respond::yaml(code, &obj.into_value()),
+        Output::Json | Output::Yaml | Output::Protobuf(_) => {
+            respond::value(code, &obj.into_value(), output, render)
+        }
         Output::Table(target) => {
             let mut meta = Map::new();
             meta.insert("resourceVersion".into(), json!(obj.resource_version()));
@@ -495,6 +510,10 @@ async fn resource(
             let opts = watch_options(&query, name)?;
             let timeout = watch_timeout(&query)?;
             let stream = fe.registry.watch(rt.clone(), ns, &opts).await?;
+            let content_type = match &output {
+                Output::Protobuf(name) => format!("{name};stream=watch"),
+                _ => "application/json".to_string(),
+            };
             let mut resp = Response::new(crate::watch::WatchBody::body(
                 stream,
                 output,
@@ -502,10 +521,9 @@ async fn resource(
                 timeout,
                 fe.closing.subscribe(),
             ));
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
+            if let Ok(v) = http::HeaderValue::from_str(&content_type) {
+                resp.headers_mut().insert(header::CONTENT_TYPE, v);
+            }
             Ok(resp)
         }
         (Method::GET | Method::HEAD, true) => {
@@ -527,6 +545,8 @@ async fn resource(
                 body.extend_from_slice(obj.json());
                 body.push(b'\n');
                 json_bytes_response(200, body)
+            } else if let Output::Protobuf(name) = output {
+                respond::bytes(200, protobuf_of(&obj), name)
             } else {
                 let obj = strata_registry::cache::to_object(&obj)?;
                 object_response(200, obj, &output, include, render)
@@ -537,14 +557,14 @@ async fn resource(
         (Method::POST, true) => {
             let output = negotiate::output(&accept, false)?;
             let opts = write_options(&query, "CreateOptions")?;
-            let body = json_body(fe, req).await?;
+            let body = object_body(fe, req, &rt.info.kind).await?;
             let obj = fe.registry.create(&rt, ns, body, &opts).await?;
             Ok(object_response(201, obj, &output, include, render))
         }
         (Method::PUT, false) => {
             let output = negotiate::output(&accept, false)?;
             let opts = write_options(&query, "UpdateOptions")?;
-            let body = json_body(fe, req).await?;
+            let body = object_body(fe, req, &rt.info.kind).await?;
             let obj = fe.registry.update(&rt, ns, name, body, &opts).await?;
             Ok(object_response(200, obj, &output, include, render))
         }
@@ -603,10 +623,7 @@ async fn resource(
                 .registry
                 .delete_collection(&rt, ns, &list_opts, &opts)
                 .await?;
-            Ok(match output {
-                Output::Yaml => respond::yaml(200, &status.to_value()),
-                _ => respond::json(200, &status.to_value(), render, "application/json"),
-            })
+            Ok(respond::value(200, &status.to_value(), &output, render))
         }
         _ => Err(Status::method_not_allowed()),
     }
@@ -623,7 +640,7 @@ async fn delete_options(
     let mut body = Map::new();
     if !bytes.iter().all(u8::is_ascii_whitespace) {
         let format = negotiate::body_format(&content_type)?;
-        match decode_body(format, &bytes)? {
+        match decode_body(format, &bytes, "DeleteOptions")? {
             Value::Object(m) => body = m,
             _ => return Err(Status::bad_request("DeleteOptions must be a JSON object")),
         }

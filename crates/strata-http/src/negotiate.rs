@@ -6,18 +6,32 @@ use strata_object::Status;
 
 use crate::table::TableTarget;
 
+/// The protobuf media type of the spec, and Kubernetes' name for the same encoding; a client is
+/// answered with the name it asked for.
+pub const PROTOBUF: [&str; 2] = [
+    "application/vnd.svc.protobuf",
+    "application/vnd.kubernetes.protobuf",
+];
+
 /// Media types a response can be served in.
-pub const SERVED: [&str; 2] = ["application/json", "application/yaml"];
+pub const SERVED: [&str; 4] = [
+    "application/json",
+    "application/yaml",
+    PROTOBUF[0],
+    PROTOBUF[1],
+];
 /// Media types a watch can be streamed in.
-pub const STREAMED: [&str; 1] = ["application/json"];
+pub const STREAMED: [&str; 3] = ["application/json", PROTOBUF[0], PROTOBUF[1]];
 /// Media types a request body can be read from.
-pub const READ: [&str; 2] = ["application/json", "application/yaml"];
+pub const READ: [&str; 4] = SERVED;
 
 /// The representation chosen for a response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     Json,
     Yaml,
+    /// Protobuf, under the media type name the client used.
+    Protobuf(&'static str),
     Table(TableTarget),
 }
 
@@ -26,6 +40,12 @@ pub enum Output {
 pub enum BodyFormat {
     Json,
     Yaml,
+    Protobuf,
+}
+
+/// The protobuf name matching `essence`, if it is one.
+fn protobuf_name(essence: &str) -> Option<&'static str> {
+    PROTOBUF.iter().copied().find(|p| *p == essence)
 }
 
 const TABLE_GROUPS: [&str; 2] = ["meta.k8s.io", "meta.svc.io"];
@@ -38,6 +58,13 @@ fn choose(accept: &str, table_allowed: bool, streaming: bool) -> Result<Output, 
         let as_param = range.media.param("as");
         if !streaming && as_param.is_none() && range.media.essence == "application/yaml" {
             return Ok(Output::Yaml);
+        }
+        // Protobuf has no Table form: `as=Table` with protobuf is never acceptable.
+        if let Some(name) = protobuf_name(&range.media.essence) {
+            if as_param.is_none() {
+                return Ok(Output::Protobuf(name));
+            }
+            continue;
         }
         if !range.matches("application/json") {
             continue;
@@ -76,11 +103,21 @@ pub fn stream_output(accept: &str, table_allowed: bool) -> Result<Output, Status
 }
 
 /// The format an error Status is written in: the client's first acceptable plain format.
-pub fn error_output(accept: &str) -> Output {
+pub fn error_output(accept: &str) -> ErrorFormat {
     match choose(accept, false, false) {
-        Ok(Output::Yaml) => Output::Yaml,
-        _ => Output::Json,
+        Ok(Output::Yaml) => ErrorFormat::Yaml,
+        Ok(Output::Protobuf(name)) => ErrorFormat::Protobuf(name),
+        _ => ErrorFormat::Json,
     }
+}
+
+/// How a Status error is encoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ErrorFormat {
+    #[default]
+    Json,
+    Yaml,
+    Protobuf(&'static str),
 }
 
 /// The format of a request body from its `Content-Type` (empty means JSON), or 415.
@@ -91,6 +128,7 @@ pub fn body_format(content_type: &str) -> Result<BodyFormat, Status> {
     match MediaType::parse(content_type).map(|m| m.essence) {
         Some(e) if e == "application/json" => Ok(BodyFormat::Json),
         Some(e) if e == "application/yaml" => Ok(BodyFormat::Yaml),
+        Some(e) if protobuf_name(&e).is_some() => Ok(BodyFormat::Protobuf),
         _ => Err(Status::unsupported_media_type(&READ)),
     }
 }
@@ -98,6 +136,30 @@ pub fn body_format(content_type: &str) -> Result<BodyFormat, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protobuf_under_either_name() {
+        let client_go = "application/vnd.kubernetes.protobuf, */*";
+        assert_eq!(
+            output(client_go, true).unwrap(),
+            Output::Protobuf(PROTOBUF[1])
+        );
+        assert_eq!(
+            output("application/vnd.svc.protobuf", false).unwrap(),
+            Output::Protobuf(PROTOBUF[0])
+        );
+        assert_eq!(
+            stream_output("application/vnd.kubernetes.protobuf;stream=watch", true).unwrap(),
+            Output::Protobuf(PROTOBUF[1])
+        );
+        let table_pb = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
+        assert_eq!(output(table_pb, true).unwrap_err().code, 406);
+        assert_eq!(error_output(client_go), ErrorFormat::Protobuf(PROTOBUF[1]));
+        assert_eq!(
+            body_format("application/vnd.kubernetes.protobuf").unwrap(),
+            BodyFormat::Protobuf
+        );
+    }
 
     #[test]
     fn table_then_fallback() {
@@ -132,8 +194,8 @@ mod tests {
             stream_output("application/yaml, application/json;q=0.1", true).unwrap(),
             Output::Json
         );
-        assert_eq!(error_output("application/yaml"), Output::Yaml);
-        assert_eq!(error_output("text/html"), Output::Json);
+        assert_eq!(error_output("application/yaml"), ErrorFormat::Yaml);
+        assert_eq!(error_output("text/html"), ErrorFormat::Json);
         assert_eq!(
             body_format("application/yaml; charset=utf-8").unwrap(),
             BodyFormat::Yaml

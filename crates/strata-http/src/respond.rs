@@ -7,6 +7,8 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use serde_json::Value;
 use strata_object::Status;
 
+use crate::negotiate::{ErrorFormat, Output};
+
 /// The response body type of the frontend.
 pub type Body = BoxBody<Bytes, std::convert::Infallible>;
 
@@ -18,8 +20,8 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Render {
     pub pretty: bool,
-    /// Errors go out as YAML: the client accepts YAML before JSON.
-    pub yaml: bool,
+    /// The encoding of error Status bodies (the client's first acceptable plain format).
+    pub errors: ErrorFormat,
 }
 
 /// A JSON response with `code` and `content_type`.
@@ -31,6 +33,28 @@ pub fn json(code: u16, value: &Value, render: Render, content_type: &str) -> Res
         resp.headers_mut().insert(header::CONTENT_TYPE, v);
     }
     resp
+}
+
+/// A response of raw bytes with `code` and `content_type`.
+pub fn bytes(code: u16, body: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// A value (with `kind` and `apiVersion`) in a plain output format: JSON, YAML or protobuf.
+/// A kind with no protobuf form falls back to JSON (negotiation keeps that from happening).
+pub fn value(code: u16, v: &Value, output: &Output, render: Render) -> Response<Body> {
+    match output {
+        Output::Yaml => yaml(code, v),
+        Output::Protobuf(name) => match strata_codec::proto::encode(v) {
+            Ok(b) => bytes(code, b, name),
+            Err(_) => json(code, v, render, "application/json"),
+        },
+        Output::Json | Output::Table(_) => json(code, v, render, "application/json"),
+    }
 }
 
 /// A YAML response with `code`.
@@ -48,10 +72,10 @@ pub fn yaml(code: u16, value: &Value) -> Response<Body> {
 /// `details.retryAfterSeconds`.
 pub fn status(s: &Status, render: Render) -> Response<Body> {
     let code = if s.code == 0 { 500 } else { s.code };
-    let mut resp = if render.yaml {
-        yaml(code, &s.to_value())
-    } else {
-        json(code, &s.to_value(), render, "application/json")
+    let mut resp = match render.errors {
+        ErrorFormat::Yaml => yaml(code, &s.to_value()),
+        ErrorFormat::Protobuf(name) => value(code, &s.to_value(), &Output::Protobuf(name), render),
+        ErrorFormat::Json => json(code, &s.to_value(), render, "application/json"),
     };
     if let Some(secs) = s.retry_after() {
         resp.headers_mut()

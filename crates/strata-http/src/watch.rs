@@ -57,13 +57,18 @@ impl WatchBody {
         .boxed()
     }
 
-    /// Appends one event line; returns false when the item ends the stream.
+    /// Appends one event (a JSON line, or a length-prefixed protobuf frame); returns false when
+    /// the item ends the stream.
     fn encode(&mut self, item: StreamItem, out: &mut BytesMut) -> bool {
+        if matches!(self.output, Output::Protobuf(_)) {
+            return self.encode_protobuf(item, out);
+        }
         let (kind, object, last) = match item {
             StreamItem::Event(t, obj) => {
                 let bytes = match &self.output {
-                    // Watches are never negotiated to YAML (no stream form).
-                    Output::Json | Output::Yaml => obj.json().clone(),
+                    // Watches are never negotiated to YAML (no stream form); protobuf is
+                    // framed by `encode_protobuf`.
+                    Output::Json | Output::Yaml | Output::Protobuf(_) => obj.json().clone(),
                     Output::Table(target) => {
                         let columns = !self.columns_sent;
                         self.columns_sent = true;
@@ -103,6 +108,19 @@ impl WatchBody {
         out.extend_from_slice(b"\",\"object\":");
         out.extend_from_slice(&object);
         out.extend_from_slice(b"}\n");
+        !last
+    }
+}
+
+impl WatchBody {
+    fn encode_protobuf(&mut self, item: StreamItem, out: &mut BytesMut) -> bool {
+        let enveloped = |v: &serde_json::Value| strata_codec::proto::encode(v).unwrap_or_default();
+        let (kind, object, last) = match item {
+            StreamItem::Event(t, obj) => (t.as_str(), crate::handlers::protobuf_of(&obj), false),
+            StreamItem::Bookmark(v) => ("BOOKMARK", Bytes::from(enveloped(&v)), false),
+            StreamItem::Error(s) => ("ERROR", Bytes::from(enveloped(&s.to_value())), true),
+        };
+        out.extend_from_slice(&strata_codec::proto::watch_frame(kind, &object));
         !last
     }
 }

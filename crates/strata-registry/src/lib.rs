@@ -24,11 +24,11 @@ use strata_object::field::FieldError;
 use strata_object::resource::Scope;
 use strata_object::{now_rfc3339, Object, ResourceType, Status};
 use strata_store::{KeyValue, RangeRequest, Revision, Store, StoreError};
-use strata_watch::{CacheConfig, CachedObject, Caches, Decoder, WatchCache};
+use strata_watch::{CacheConfig, Caches, Decoder, WatchCache};
 
 pub use continue_token::ContinueToken;
 pub use selection::Selection;
-pub use strata_watch::{CacheError, CacheMetrics, EventType, WatchItem};
+pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
 pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
 pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
 

@@ -33,12 +33,6 @@ impl Version {
             Version::V1_37 => "kubectl-1.37",
         }
     }
-
-    /// Protobuf request bodies are not served yet, so 1.37 uses `create -f` where 1.31 uses
-    /// `create namespace|serviceaccount`.
-    fn modern(self) -> bool {
-        self == Version::V1_37
-    }
 }
 
 /// Finds the binary in /usr/local/bin or on PATH.
@@ -478,26 +472,11 @@ fn namespaces(version: Version) {
         assert_eq!(row(&out, ns)[0], ns);
     }
 
-    if version.modern() {
-        // kubectl >= 1.32 sends protobuf for `create namespace`, which is not served yet.
-        let file = k.manifest(
-            "ns.yaml",
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: foo\n",
-        );
-        let out = k.ok(&["create", "-f", &file]);
-        assert_eq!(out.trim(), "namespace/foo created");
-        let sa = k.manifest(
-            "bar.yaml",
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: bar\n",
-        );
-        let out = k.ok(&["create", "-n", "foo", "-f", &sa]);
-        assert_eq!(out.trim(), "serviceaccount/bar created");
-    } else {
-        let out = k.ok(&["create", "namespace", "foo"]);
-        assert_eq!(out.trim(), "namespace/foo created");
-        let out = k.ok(&["create", "serviceaccount", "bar", "-n", "foo"]);
-        assert_eq!(out.trim(), "serviceaccount/bar created");
-    }
+    // kubectl >= 1.32 sends these bodies in protobuf; 1.31 in JSON.
+    let out = k.ok(&["create", "namespace", "foo"]);
+    assert_eq!(out.trim(), "namespace/foo created");
+    let out = k.ok(&["create", "serviceaccount", "bar", "-n", "foo"]);
+    assert_eq!(out.trim(), "serviceaccount/bar created");
     let out = k.ok(&["get", "ns", "foo", "-o", "jsonpath={.status.phase}"]);
     assert_eq!(out, "Active");
     let out = k.ok(&["get", "ns", "foo"]);

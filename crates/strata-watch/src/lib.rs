@@ -318,6 +318,9 @@ impl WatchCache {
 
     /// Waits until the cache reaches `min`, for at most `timeout`.
     pub async fn wait_for(&self, min: Revision, timeout: Duration) -> Result<(), CacheError> {
+        if self.revision() >= min {
+            return Ok(());
+        }
         let mut rx = self.revision.subscribe();
         let reached = tokio::time::timeout(timeout, rx.wait_for(|r| *r >= min)).await;
         match reached {

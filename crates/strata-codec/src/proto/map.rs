@@ -1,0 +1,472 @@
+//! The JSON form of each generated message, declared field by field in Go's JSON order.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::generated::k8s::io::api::authentication::v1 as authn;
+use super::generated::k8s::io::api::core::v1 as core;
+use super::generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
+
+/// A message with a JSON form.
+pub trait JsonForm: Sized + Default {
+    fn to_json(&self) -> Value;
+    fn from_json(v: &Value) -> Result<Self, String>;
+}
+
+fn wrong(key: &str, want: &str, got: &Value) -> String {
+    let got = match got {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    format!("field {key}: expected {want}, got {got}")
+}
+
+fn present<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    m.get(key).filter(|v| !v.is_null())
+}
+
+/// How one field maps between its message type `T` and JSON.
+trait Field<T> {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &T);
+    fn get(m: &Map<String, Value>, key: &str) -> Result<T, String>;
+}
+
+fn string_of(m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match present(m, key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(wrong(key, "string", other)),
+    }
+}
+
+fn int_of(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
+    match present(m, key) {
+        None => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| wrong(key, "integer", v)),
+    }
+}
+
+/// A non-pointer string: omitted when empty.
+struct Str;
+impl Field<Option<String>> for Str {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
+        if let Some(s) = v.as_ref().filter(|s| !s.is_empty()) {
+            m.insert(key.into(), Value::String(s.clone()));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+        string_of(m, key)
+    }
+}
+
+/// A pointer string: kept when set, even empty.
+struct PtrStr;
+impl Field<Option<String>> for PtrStr {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
+        if let Some(s) = v {
+            m.insert(key.into(), Value::String(s.clone()));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+        string_of(m, key)
+    }
+}
+
+/// A non-pointer integer: omitted when zero.
+struct Int;
+impl Field<Option<i64>> for Int {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<i64>) {
+        if let Some(n) = v.filter(|n| *n != 0) {
+            m.insert(key.into(), n.into());
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
+        int_of(m, key)
+    }
+}
+
+/// A pointer integer: kept when set, even zero.
+struct PtrInt;
+impl Field<Option<i64>> for PtrInt {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<i64>) {
+        if let Some(n) = v {
+            m.insert(key.into(), (*n).into());
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
+        int_of(m, key)
+    }
+}
+
+/// A non-pointer 32-bit integer: omitted when zero.
+struct Int32;
+impl Field<Option<i32>> for Int32 {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<i32>) {
+        if let Some(n) = v.filter(|n| *n != 0) {
+            m.insert(key.into(), n.into());
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<i32>, String> {
+        match int_of(m, key)? {
+            None => Ok(None),
+            Some(n) => i32::try_from(n)
+                .map(Some)
+                .map_err(|_| format!("field {key}: {n} does not fit in 32 bits")),
+        }
+    }
+}
+
+/// A pointer boolean: kept when set, even false.
+struct PtrBool;
+impl Field<Option<bool>> for PtrBool {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<bool>) {
+        if let Some(b) = v {
+            m.insert(key.into(), Value::Bool(*b));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
+        match present(m, key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(wrong(key, "boolean", other)),
+        }
+    }
+}
+
+/// A list of strings: omitted when empty.
+struct Strs;
+impl Field<Vec<String>> for Strs {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Vec<String>) {
+        if !v.is_empty() {
+            m.insert(key.into(), v.clone().into());
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+        match present(m, key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| wrong(key, "string", v))
+                })
+                .collect(),
+            Some(other) => Err(wrong(key, "array", other)),
+        }
+    }
+}
+
+/// A string map: omitted when empty.
+struct StrMap;
+impl Field<BTreeMap<String, String>> for StrMap {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &BTreeMap<String, String>) {
+        if !v.is_empty() {
+            let obj: Map<String, Value> = v
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            m.insert(key.into(), Value::Object(obj));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, String>, String> {
+        match present(m, key) {
+            None => Ok(BTreeMap::new()),
+            Some(Value::Object(o)) => o
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    other => Err(wrong(&format!("{key}.{k}"), "string", other)),
+                })
+                .collect(),
+            Some(other) => Err(wrong(key, "object", other)),
+        }
+    }
+}
+
+/// A `metav1.Time`: an RFC 3339 string in JSON, whole seconds in protobuf; the zero time is
+/// omitted.
+struct Time;
+impl Field<Option<meta::Time>> for Time {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<meta::Time>) {
+        let Some(secs) = v.as_ref().and_then(|t| t.seconds).filter(|s| *s != 0) else {
+            return;
+        };
+        if let Ok(t) = time::OffsetDateTime::from_unix_timestamp(secs) {
+            m.insert(key.into(), Value::String(strata_object::format_time(t)));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<meta::Time>, String> {
+        let Some(s) = string_of(m, key)? else {
+            return Ok(None);
+        };
+        let t = strata_object::parse_time(&s)
+            .ok_or_else(|| format!("field {key}: {s:?} is not an RFC 3339 time"))?;
+        Ok(Some(meta::Time {
+            seconds: Some(t.unix_timestamp()),
+            nanos: None,
+        }))
+    }
+}
+
+/// A `FieldsV1`: a JSON object, carried as its raw bytes.
+struct Fields;
+impl Field<Option<meta::FieldsV1>> for Fields {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<meta::FieldsV1>) {
+        let Some(raw) = v.as_ref().and_then(|f| f.raw.as_ref()) else {
+            return;
+        };
+        if let Ok(value) = serde_json::from_slice::<Value>(raw) {
+            m.insert(key.into(), value);
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<meta::FieldsV1>, String> {
+        match present(m, key) {
+            None => Ok(None),
+            Some(v @ Value::Object(_)) => Ok(Some(meta::FieldsV1 {
+                raw: Some(serde_json::to_vec(v).unwrap_or_default()),
+            })),
+            Some(other) => Err(wrong(key, "object", other)),
+        }
+    }
+}
+
+/// An embedded non-pointer struct: always written (`{}` when empty), as Go does.
+struct Obj;
+impl<T: JsonForm> Field<Option<T>> for Obj {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<T>) {
+        let value = match v {
+            Some(t) => t.to_json(),
+            None => Value::Object(Map::new()),
+        };
+        m.insert(key.into(), value);
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<T>, String> {
+        present(m, key).map(T::from_json).transpose()
+    }
+}
+
+/// A pointer to a struct: omitted when unset.
+struct PtrObj;
+impl<T: JsonForm> Field<Option<T>> for PtrObj {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<T>) {
+        if let Some(t) = v {
+            m.insert(key.into(), t.to_json());
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<T>, String> {
+        present(m, key).map(T::from_json).transpose()
+    }
+}
+
+/// A list of structs: omitted when empty.
+struct Objs;
+impl<T: JsonForm> Field<Vec<T>> for Objs {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Vec<T>) {
+        if !v.is_empty() {
+            m.insert(key.into(), Value::Array(v.iter().map(T::to_json).collect()));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Vec<T>, String> {
+        match present(m, key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => a.iter().map(T::from_json).collect(),
+            Some(other) => Err(wrong(key, "array", other)),
+        }
+    }
+}
+
+/// A list's items: always written (`[]` when empty), as Go does.
+struct Items;
+impl<T: JsonForm> Field<Vec<T>> for Items {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Vec<T>) {
+        m.insert(key.into(), Value::Array(v.iter().map(T::to_json).collect()));
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Vec<T>, String> {
+        Objs::get(m, key)
+    }
+}
+
+macro_rules! json_form {
+    ($ty:ty { $($field:ident : $json:literal => $kind:ident),* $(,)? }) => {
+        impl JsonForm for $ty {
+            fn to_json(&self) -> Value {
+                let mut m = Map::new();
+                $( <$kind as Field<_>>::put(&mut m, $json, &self.$field); )*
+                Value::Object(m)
+            }
+            fn from_json(v: &Value) -> Result<Self, String> {
+                let m = v.as_object().ok_or_else(|| wrong(stringify!($ty), "object", v))?;
+                Ok(Self {
+                    $( $field: <$kind as Field<_>>::get(m, $json)?, )*
+                })
+            }
+        }
+    };
+}
+
+json_form!(meta::ObjectMeta {
+    name: "name" => Str,
+    generate_name: "generateName" => Str,
+    namespace: "namespace" => Str,
+    self_link: "selfLink" => Str,
+    uid: "uid" => Str,
+    resource_version: "resourceVersion" => Str,
+    generation: "generation" => Int,
+    creation_timestamp: "creationTimestamp" => Time,
+    deletion_timestamp: "deletionTimestamp" => Time,
+    deletion_grace_period_seconds: "deletionGracePeriodSeconds" => PtrInt,
+    labels: "labels" => StrMap,
+    annotations: "annotations" => StrMap,
+    owner_references: "ownerReferences" => Objs,
+    finalizers: "finalizers" => Strs,
+    managed_fields: "managedFields" => Objs,
+});
+
+json_form!(meta::OwnerReference {
+    api_version: "apiVersion" => Str,
+    kind: "kind" => Str,
+    name: "name" => Str,
+    uid: "uid" => Str,
+    controller: "controller" => PtrBool,
+    block_owner_deletion: "blockOwnerDeletion" => PtrBool,
+});
+
+json_form!(meta::ManagedFieldsEntry {
+    manager: "manager" => Str,
+    operation: "operation" => Str,
+    api_version: "apiVersion" => Str,
+    time: "time" => Time,
+    fields_type: "fieldsType" => Str,
+    fields_v1: "fieldsV1" => Fields,
+    subresource: "subresource" => Str,
+});
+
+json_form!(meta::ListMeta {
+    self_link: "selfLink" => Str,
+    resource_version: "resourceVersion" => Str,
+    r#continue: "continue" => Str,
+    remaining_item_count: "remainingItemCount" => PtrInt,
+});
+
+json_form!(meta::StatusCause {
+    reason: "reason" => Str,
+    message: "message" => Str,
+    field: "field" => Str,
+});
+
+json_form!(meta::StatusDetails {
+    name: "name" => Str,
+    group: "group" => Str,
+    kind: "kind" => Str,
+    uid: "uid" => Str,
+    causes: "causes" => Objs,
+    retry_after_seconds: "retryAfterSeconds" => Int32,
+});
+
+json_form!(meta::Status {
+    metadata: "metadata" => Obj,
+    status: "status" => Str,
+    message: "message" => Str,
+    reason: "reason" => Str,
+    details: "details" => PtrObj,
+    code: "code" => Int32,
+});
+
+json_form!(meta::Preconditions {
+    uid: "uid" => PtrStr,
+    resource_version: "resourceVersion" => PtrStr,
+});
+
+json_form!(meta::DeleteOptions {
+    grace_period_seconds: "gracePeriodSeconds" => PtrInt,
+    preconditions: "preconditions" => PtrObj,
+    orphan_dependents: "orphanDependents" => PtrBool,
+    propagation_policy: "propagationPolicy" => PtrStr,
+    dry_run: "dryRun" => Strs,
+    ignore_store_read_error_with_cluster_breaking_potential:
+        "ignoreStoreReadErrorWithClusterBreakingPotential" => PtrBool,
+});
+
+json_form!(core::ObjectReference {
+    kind: "kind" => Str,
+    namespace: "namespace" => Str,
+    name: "name" => Str,
+    uid: "uid" => Str,
+    api_version: "apiVersion" => Str,
+    resource_version: "resourceVersion" => Str,
+    field_path: "fieldPath" => Str,
+});
+
+json_form!(core::LocalObjectReference {
+    name: "name" => Str,
+});
+
+json_form!(core::ServiceAccount {
+    metadata: "metadata" => Obj,
+    secrets: "secrets" => Objs,
+    image_pull_secrets: "imagePullSecrets" => Objs,
+    automount_service_account_token: "automountServiceAccountToken" => PtrBool,
+});
+
+json_form!(core::ServiceAccountList {
+    metadata: "metadata" => Obj,
+    items: "items" => Items,
+});
+
+json_form!(core::NamespaceSpec {
+    finalizers: "finalizers" => Strs,
+});
+
+json_form!(core::NamespaceCondition {
+    r#type: "type" => Str,
+    status: "status" => Str,
+    last_transition_time: "lastTransitionTime" => Time,
+    reason: "reason" => Str,
+    message: "message" => Str,
+});
+
+json_form!(core::NamespaceStatus {
+    phase: "phase" => Str,
+    conditions: "conditions" => Objs,
+});
+
+json_form!(core::Namespace {
+    metadata: "metadata" => Obj,
+    spec: "spec" => Obj,
+    status: "status" => Obj,
+});
+
+json_form!(core::NamespaceList {
+    metadata: "metadata" => Obj,
+    items: "items" => Items,
+});
+
+json_form!(authn::BoundObjectReference {
+    kind: "kind" => Str,
+    api_version: "apiVersion" => Str,
+    name: "name" => Str,
+    u_id: "uid" => Str,
+});
+
+json_form!(authn::TokenRequestSpec {
+    audiences: "audiences" => Strs,
+    bound_object_ref: "boundObjectRef" => PtrObj,
+    expiration_seconds: "expirationSeconds" => PtrInt,
+});
+
+json_form!(authn::TokenRequestStatus {
+    token: "token" => Str,
+    expiration_timestamp: "expirationTimestamp" => Time,
+});
+
+json_form!(authn::TokenRequest {
+    metadata: "metadata" => Obj,
+    spec: "spec" => Obj,
+    status: "status" => Obj,
+});
