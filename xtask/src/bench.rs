@@ -1,7 +1,12 @@
-//! `cargo xtask bench`: whole-server load. Starts a release `strata` and the hello server as
-//! child processes, drives both with the load generator in `load`, prints a markdown table and
-//! rewrites the "Foundation" section of `docs/benchmarks.md`. Micro-benchmarks of hot paths
-//! are Criterion's job, not this one.
+//! `cargo xtask bench`: whole-server load. Starts release `strata` servers (and, for the
+//! foundation figures, the hello server) as child processes, drives them with the load
+//! generators in `load` and the submodules, prints markdown tables and rewrites the sections of
+//! `docs/benchmarks.md` it measured. Micro-benchmarks of hot paths are Criterion's job, not
+//! this one.
+
+mod lists;
+mod procfs;
+mod watch;
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -18,18 +23,36 @@ use crate::{cargo, prereq, run_step, step, workspace_root, Result};
 const CONCURRENCY: [usize; 2] = [1, 64];
 const WARMUP: Duration = Duration::from_secs(1);
 const SECTION: &str = "Foundation";
+const LISTS_AND_WATCH: &str = "Lists and watch";
+const LISTS: &str = "Lists";
+const WATCH: &str = "Watch fan-out";
 /// Set in the re-executed release build, so it never re-executes again.
 const RELEASE_MARKER: &str = "STRATA_XTASK_BENCH_RELEASE";
+/// Where the list and watch benchmarks put their objects.
+const NAMESPACE: &str = "bench";
 
 /// `cargo xtask bench` flags.
 #[derive(Debug)]
 pub struct Options {
     seconds: u64,
     only_ceiling: bool,
+    /// A `strata` binary to measure instead of building one from this tree.
+    binary: Option<PathBuf>,
+    parts: Parts,
+    list_sizes: Vec<usize>,
+    watch: watch::Plan,
     write: bool,
     check: bool,
     /// As typed, for the command line recorded in the report.
     raw: Vec<String>,
+}
+
+/// Which benchmarks run (`--only`); all by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Parts {
+    foundation: bool,
+    lists: bool,
+    watch: bool,
 }
 
 impl Options {
@@ -37,30 +60,102 @@ impl Options {
         let mut options = Options {
             seconds: 5,
             only_ceiling: false,
+            binary: None,
+            parts: Parts {
+                foundation: true,
+                lists: true,
+                watch: true,
+            },
+            list_sizes: vec![10_000, lists::TARGET_OBJECTS],
+            watch: watch::Plan {
+                watchers: watch::TARGET_WATCHERS,
+                rate: watch::TARGET_RATE,
+                seconds: 10,
+            },
             write: true,
             check: false,
             raw: args.to_vec(),
         };
+        let mut only: Option<Parts> = None;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
+            let mut value = |flag: &str| args.next().ok_or(format!("{flag} needs a value"));
             match arg.as_str() {
-                "--seconds" => {
-                    let value = args.next().ok_or("--seconds needs a value")?;
-                    options.seconds = value
-                        .parse()
-                        .ok()
-                        .filter(|s| *s > 0)
-                        .ok_or_else(|| format!("--seconds: not a positive number: {value}"))?;
-                }
+                "--seconds" => options.seconds = positive("--seconds", value("--seconds")?)?,
                 "--only-ceiling" => options.only_ceiling = true,
+                "--strata-binary" => {
+                    options.binary = Some(PathBuf::from(value("--strata-binary")?));
+                }
+                "--only" => {
+                    let parts = only.get_or_insert(Parts {
+                        foundation: false,
+                        lists: false,
+                        watch: false,
+                    });
+                    for part in value("--only")?.split(',') {
+                        match part {
+                            "foundation" => parts.foundation = true,
+                            "lists" => parts.lists = true,
+                            "watch" => parts.watch = true,
+                            other => {
+                                return Err(format!(
+                                    "--only: unknown part {other:?} (foundation, lists, watch)"
+                                ))
+                            }
+                        }
+                    }
+                }
+                "--list-sizes" => {
+                    options.list_sizes = value("--list-sizes")?
+                        .split(',')
+                        .map(|n| positive("--list-sizes", n))
+                        .collect::<Result<_, _>>()?;
+                }
+                "--watchers" => {
+                    options.watch.watchers = positive("--watchers", value("--watchers")?)?
+                }
+                "--rate" => options.watch.rate = positive("--rate", value("--rate")?)?,
+                "--watch-seconds" => {
+                    options.watch.seconds = positive("--watch-seconds", value("--watch-seconds")?)?;
+                }
                 "--no-write" => options.write = false,
                 "--check" => options.check = true,
                 other => return Err(format!("bench: unknown option {other}")),
             }
         }
+        if let Some(only) = only {
+            options.parts = only;
+        }
+        if options.only_ceiling {
+            if options.parts.lists || options.parts.watch {
+                if only.is_some() {
+                    return Err("--only-ceiling measures the foundation part only".into());
+                }
+                options.parts = Parts {
+                    foundation: true,
+                    lists: false,
+                    watch: false,
+                };
+            }
+            options.parts.foundation = true;
+        }
         Ok(options)
     }
 }
+
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    flag: &str,
+    value: &str,
+) -> Result<T, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| *n > T::default())
+        .ok_or_else(|| format!("{flag}: not a positive number: {value}"))
+}
+
+/// A target's line in the report, and whether it was met.
+type Verdict = (String, bool);
 
 /// One row of the results table.
 struct Row {
@@ -100,32 +195,31 @@ pub fn bench(options: &Options) -> Result<()> {
     // A debug build of the load generator and the hello server would understate the ceiling,
     // so measure with an optimised xtask.
     if cfg!(debug_assertions) && std::env::var_os(RELEASE_MARKER).is_none() {
-        let mut command = cargo([
-            "run",
-            "--quiet",
-            "--release",
-            "--package",
-            "xtask",
-            "--",
-            "bench",
-        ]);
-        command.args(&options.raw).env(RELEASE_MARKER, "1");
+        // One workspace build makes both the optimised xtask and the server, so the build the
+        // optimised run does again is a no-op and never replaces the running binary.
+        prereq::ensure()?;
+        run_step(cargo(["build", "--release", "--workspace"]))?;
+        let mut command = Command::new(release_binary("xtask")?);
+        command
+            .arg("bench")
+            .args(&options.raw)
+            .env(RELEASE_MARKER, "1");
         step("re-running xtask optimised, so the load generator does not limit the figures");
         return run_step(command);
     }
 
     let strata_binary = if options.only_ceiling {
         None
+    } else if let Some(binary) = &options.binary {
+        if !binary.is_file() {
+            return Err(format!("--strata-binary: {} is not a file", binary.display()).into());
+        }
+        Some(binary.clone())
     } else {
         prereq::ensure()?;
-        run_step(cargo([
-            "build",
-            "--release",
-            "-p",
-            "strata-server",
-            "--bin",
-            "strata",
-        ]))?;
+        // The whole workspace, as every other build does: building one package unifies
+        // dependency features differently and would rebuild RocksDB.
+        run_step(cargo(["build", "--release", "--workspace"]))?;
         Some(strata_binary()?)
     };
 
@@ -133,14 +227,103 @@ pub fn bench(options: &Options) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let command = std::iter::once("cargo xtask bench".to_string())
+        .chain(options.raw.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let header = provenance(&command, options.binary.as_deref());
+    let doc_path = workspace_root().join("docs/benchmarks.md");
+    let mut all_verdicts = Vec::new();
+
+    if options.parts.foundation {
+        let (section, verdicts) = foundation(
+            options,
+            &runtime,
+            scratch.path(),
+            strata_binary.as_deref(),
+            &header,
+        )?;
+        if let Some(section) = section.filter(|_| options.write) {
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(&doc_path, replace_section(&old, SECTION, &section))?;
+            eprintln!("\nwrote the {SECTION} section of {}", doc_path.display());
+        }
+        all_verdicts.extend(verdicts);
+    }
+
+    let Some(binary) = strata_binary.as_deref() else {
+        return finish(options, &all_verdicts);
+    };
+    let mut lists_text = None;
+    if options.parts.lists {
+        let results = runtime.block_on(lists::run(binary, scratch.path(), &options.list_sizes))?;
+        let setup = lists::setup_table(&results);
+        let table = lists::table(&results);
+        let verdicts = lists::verdicts(&results);
+        println!("\n{setup}\n{table}");
+        for (line, _) in &verdicts {
+            println!("- {line}");
+        }
+        lists_text = Some(lists_subsection(&header, &setup, &table, &verdicts));
+        all_verdicts.extend(verdicts);
+    }
+    let mut watch_text = None;
+    if options.parts.watch {
+        let results = runtime.block_on(watch::run(binary, scratch.path(), options.watch))?;
+        let table = watch::table(&results);
+        let problems = watch::problems(&results);
+        let verdicts = watch::verdicts(&results);
+        println!("\n{table}");
+        for line in &problems {
+            println!("- {line}");
+        }
+        for (line, _) in &verdicts {
+            println!("- {line}");
+        }
+        watch_text = Some(watch_subsection(
+            &header,
+            options.watch,
+            &table,
+            &problems,
+            &verdicts,
+        ));
+        all_verdicts.extend(verdicts);
+    }
+    if options.write && (lists_text.is_some() || watch_text.is_some()) {
+        let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+        let new = update_lists_and_watch(&old, lists_text.as_deref(), watch_text.as_deref());
+        std::fs::write(&doc_path, new)?;
+        eprintln!(
+            "\nwrote the {LISTS_AND_WATCH} section of {}",
+            doc_path.display()
+        );
+    }
+    finish(options, &all_verdicts)
+}
+
+fn finish(options: &Options, verdicts: &[(String, bool)]) -> Result<()> {
+    if options.check && verdicts.iter().any(|(_, pass)| !pass) {
+        return Err("a benchmark target was missed".into());
+    }
+    Ok(())
+}
+
+/// The foundation figures: create and get against the hello-server ceiling. Returns the
+/// section to write (none for `--only-ceiling`) and the verdicts.
+fn foundation(
+    options: &Options,
+    runtime: &tokio::runtime::Runtime,
+    scratch: &Path,
+    strata_binary: Option<&Path>,
+    header: &str,
+) -> Result<(Option<String>, Vec<Verdict>)> {
     let measure = Duration::from_secs(options.seconds);
 
-    // Declared after `scratch`, so the children are killed before their directory is removed.
+    // The children live in this function, so they are killed before `scratch` is removed.
     let hello_addr = free_addr()?;
     let mut hello_cmd = Command::new(std::env::current_exe()?);
     hello_cmd.args(["hello-server", "--listen", &hello_addr.to_string()]);
-    let mut hello =
-        ChildGuard::spawn("hello-server", hello_cmd, &scratch.path().join("hello.log"))?;
+    let mut hello = ChildGuard::spawn("hello-server", hello_cmd, &scratch.join("hello.log"))?;
     runtime.block_on(wait_ready(
         &mut hello,
         hello_addr,
@@ -148,26 +331,9 @@ pub fn bench(options: &Options) -> Result<()> {
         Duration::from_secs(10),
     ))?;
 
-    let mut strata = match &strata_binary {
+    let mut strata = match strata_binary {
         None => None,
-        Some(binary) => {
-            let addr = free_addr()?;
-            let data_dir = scratch.path().join("data");
-            let mut cmd = Command::new(binary);
-            cmd.arg("serve")
-                .arg("--listen")
-                .arg(addr.to_string())
-                .arg("--data-dir")
-                .arg(&data_dir);
-            let mut child = ChildGuard::spawn("strata", cmd, &scratch.path().join("strata.log"))?;
-            runtime.block_on(wait_ready(
-                &mut child,
-                addr,
-                "/readyz",
-                Duration::from_secs(60),
-            ))?;
-            Some((child, addr))
-        }
+        Some(binary) => Some(runtime.block_on(start_strata(binary, &scratch.join("foundation")))?),
     };
 
     let mut rows = Vec::new();
@@ -215,8 +381,8 @@ pub fn bench(options: &Options) -> Result<()> {
         ));
         hello.ensure_running()?;
     }
-    if let Some((child, addr)) = strata.as_mut() {
-        let addr = *addr;
+    if let Some(strata) = strata.as_mut() {
+        let addr = strata.addr;
         for clients in CONCURRENCY {
             let create = Workload::CreateServiceAccount;
             rows.push(measure_one(
@@ -226,7 +392,7 @@ pub fn bench(options: &Options) -> Result<()> {
                 create,
                 StatusCode::CREATED,
             ));
-            child.ensure_running()?;
+            strata.ensure_running()?;
         }
         let (status, body) = runtime.block_on(load::request_once(
             addr,
@@ -246,16 +412,12 @@ pub fn bench(options: &Options) -> Result<()> {
                 path: "/api/v1/namespaces/default/serviceaccounts/bench-get".into(),
             };
             rows.push(measure_one(GET, addr, clients, get, StatusCode::OK));
-            child.ensure_running()?;
+            strata.ensure_running()?;
         }
     }
     drop(strata);
     drop(hello);
 
-    let command = std::iter::once("cargo xtask bench".to_string())
-        .chain(options.raw.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
     let table = table(&rows);
     let verdicts = if options.only_ceiling {
         Vec::new()
@@ -267,28 +429,79 @@ pub fn bench(options: &Options) -> Result<()> {
         println!("- {line}");
     }
     print_errors(&rows);
+    let section = (!options.only_ceiling).then(|| section(header, &table, &verdicts, &rows));
+    Ok((section, verdicts))
+}
 
-    if options.write && !options.only_ceiling {
-        let section = section(&command, &table, &verdicts, &rows);
-        let path = workspace_root().join("docs/benchmarks.md");
-        let old = std::fs::read_to_string(&path).unwrap_or_default();
-        std::fs::write(&path, replace_section(&old, SECTION, &section))?;
-        eprintln!("\nwrote the {SECTION} section of {}", path.display());
+/// A running `strata serve`, killed when dropped.
+struct Strata {
+    child: ChildGuard,
+    addr: SocketAddr,
+}
+
+impl Strata {
+    fn pid(&self) -> u32 {
+        self.child.child.id()
     }
-    if options.check && verdicts.iter().any(|(_, pass)| !pass) {
-        return Err("a benchmark target was missed".into());
+
+    fn ensure_running(&mut self) -> Result<()> {
+        self.child.ensure_running()
     }
-    Ok(())
+}
+
+/// Starts `strata serve` on a free loopback port with a new data directory `dir` (its log
+/// goes next to it) and waits until it is ready.
+async fn start_strata(binary: &Path, dir: &Path) -> Result<Strata> {
+    let addr = free_addr()?;
+    let mut cmd = Command::new(binary);
+    cmd.arg("serve")
+        .arg("--listen")
+        .arg(addr.to_string())
+        .arg("--data-dir")
+        .arg(dir);
+    let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
+    wait_ready(&mut child, addr, "/readyz", Duration::from_secs(60)).await?;
+    Ok(Strata { child, addr })
+}
+
+/// Creates namespace `name`; objects in it can be created only afterwards.
+async fn create_namespace(addr: SocketAddr, name: &str) -> Result<()> {
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": name },
+    });
+    let (status, answer) = load::request_once(
+        addr,
+        Method::POST,
+        "/api/v1/namespaces",
+        Some(body.to_string()),
+    )
+    .await?;
+    if status == StatusCode::CREATED {
+        Ok(())
+    } else {
+        Err(format!(
+            "creating namespace {name}: expected 201, got {status}: {}",
+            String::from_utf8_lossy(&answer)
+        )
+        .into())
+    }
 }
 
 /// `<target_directory>/release/strata`, wherever cargo puts targets (`CARGO_TARGET_DIR`,
 /// config, or `./target`).
 fn strata_binary() -> Result<PathBuf> {
+    release_binary("strata")
+}
+
+/// `<target_directory>/release/<name>`, when it has been built.
+fn release_binary(name: &str) -> Result<PathBuf> {
     let metadata = crate::cargo_metadata(&["--no-deps"])?;
     let target = metadata["target_directory"]
         .as_str()
         .ok_or("cargo metadata: no target_directory")?;
-    let binary = Path::new(target).join("release").join("strata");
+    let binary = Path::new(target).join("release").join(name);
     if binary.is_file() {
         Ok(binary)
     } else {
@@ -467,14 +680,8 @@ fn print_errors(rows: &[Row]) {
     }
 }
 
-fn section(command: &str, table: &str, verdicts: &[(String, bool)], rows: &[Row]) -> String {
-    let mut out = format!("## {SECTION}\n\n");
-    let _ = writeln!(out, "- Command: `{command}`");
-    let _ = writeln!(out, "- Date: {}", utc_now());
-    if let Some(commit) = git_commit() {
-        let _ = writeln!(out, "- Commit: {commit}");
-    }
-    let _ = writeln!(out, "- Machine: {}", machine());
+fn section(header: &str, table: &str, verdicts: &[(String, bool)], rows: &[Row]) -> String {
+    let mut out = format!("## {SECTION}\n\n{header}");
     out.push_str(
         "\nEach client holds one keep-alive HTTP/1.1 connection and sends its requests back to \
          back; 1 s of warm-up precedes the measured window. The ceiling is `cargo xtask \
@@ -508,31 +715,165 @@ fn section(command: &str, table: &str, verdicts: &[(String, bool)], rows: &[Row]
     out
 }
 
+/// The lines every section starts with: how to reproduce it, and when and where it ran.
+fn provenance(command: &str, binary: Option<&Path>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "- Command: `{command}`");
+    let _ = writeln!(out, "- Date: {}", utc_now());
+    if let Some(commit) = git_commit() {
+        let _ = writeln!(out, "- Commit: {commit}");
+    }
+    if let Some(binary) = binary {
+        let _ = writeln!(
+            out,
+            "- Server: `{}`, given on the command line, not built from that commit",
+            binary.display()
+        );
+    }
+    let _ = writeln!(out, "- Machine: {}", machine());
+    out
+}
+
+fn lists_subsection(header: &str, setup: &str, table: &str, verdicts: &[(String, bool)]) -> String {
+    let mut out = format!("### {LISTS}\n\n{header}");
+    let _ = write!(
+        out,
+        "\nFor each size, a fresh server is filled by {clients} keep-alive clients with \
+         ServiceAccounts in namespace `{NAMESPACE}` (a name and two labels each). After a short \
+         pause one client lists the collection {runs} times in `limit={page}` pages, following \
+         `metadata.continue`, and then {runs} times unchunked. A walk's time runs from its first \
+         request to the last byte of its last body. The server's resident memory (VmRSS) is \
+         sampled every 20 ms, and its peak also read from VmHWM after a reset; growth is the \
+         peak over the value just before the first walk of that kind. The chunked walks go \
+         first, so memory that the allocator keeps after an unchunked list cannot hide their \
+         growth. The stored data is the items' JSON as the server sends it, summed. Other CPU \
+         is the machine's busy time during all walks of a row less the server's and the \
+         client's: much of it means a disturbed run.\n\n",
+        clients = lists::CREATE_CLIENTS,
+        runs = lists::RUNS,
+        page = lists::PAGE,
+    );
+    out.push_str(setup);
+    out.push('\n');
+    out.push_str(table);
+    out.push_str("\nTarget:\n\n");
+    for (line, _) in verdicts {
+        let _ = writeln!(out, "- {line}");
+    }
+    out
+}
+
+fn watch_subsection(
+    header: &str,
+    plan: watch::Plan,
+    table: &str,
+    problems: &[String],
+    verdicts: &[(String, bool)],
+) -> String {
+    let mut out = format!("### {WATCH}\n\n{header}");
+    let _ = write!(
+        out,
+        "\nEach run starts a fresh server. {watchers} watchers each hold their own HTTP/1.1 \
+         connection to `GET /api/v1/namespaces/{NAMESPACE}/serviceaccounts?watch=1&\
+         resourceVersion=<from a list>`; then {writers} writers create ServiceAccounts for \
+         {seconds} s, paced to {rate} creates/s in all, or back to back (full speed). Each \
+         object carries its send time in an annotation, read from one monotonic clock shared by \
+         writers and watchers in one process. Delivery latency is a watcher's receipt of the \
+         event minus that time, so it includes the create itself (see create p99). \
+         Delivered/s counts events over all watchers, from the first create to the last \
+         delivery; lost is watchers × events − delivered, after up to {idle} s of draining. CPU \
+         is user + system time from the first create to the end of draining: the server's, the \
+         client's, and the rest of the machine's (other processes; much of it means a \
+         disturbed run). Server and client share the machine's cores.\n\n",
+        watchers = plan.watchers,
+        writers = watch::WRITERS,
+        seconds = plan.seconds,
+        rate = plan.rate,
+        idle = watch::DRAIN_IDLE.as_secs(),
+    );
+    out.push_str(table);
+    if !problems.is_empty() {
+        out.push_str("\nProblems:\n\n");
+        for line in problems {
+            let _ = writeln!(out, "- {line}");
+        }
+    }
+    out.push_str("\nTarget:\n\n");
+    for (line, _) in verdicts {
+        let _ = writeln!(out, "- {line}");
+    }
+    out
+}
+
+/// Rewrites the subsections of the "Lists and watch" section that were measured, keeping the
+/// other one; creates the section, with both subsections in order, when it is missing.
+fn update_lists_and_watch(doc: &str, lists: Option<&str>, watch: Option<&str>) -> String {
+    let mut section = section_text(doc, 2, LISTS_AND_WATCH).unwrap_or_else(|| {
+        format!(
+            "## {LISTS_AND_WATCH}\n\nFull lists of many objects and watch fan-out. Each \
+             subsection is rewritten by the part of `cargo xtask bench` that measures it \
+             (`--only lists`, `--only watch`) and records its own command, date, commit and \
+             machine.\n\n### {LISTS}\n\nNot measured yet.\n\n### {WATCH}\n\nNot measured yet.\n"
+        )
+    });
+    if let Some(lists) = lists {
+        section = replace_block(&section, 3, LISTS, lists);
+    }
+    if let Some(watch) = watch {
+        section = replace_block(&section, 3, WATCH, watch);
+    }
+    replace_section(doc, LISTS_AND_WATCH, &section)
+}
+
 /// Replaces the `## heading` section of a markdown document (up to the next `## `), keeping
 /// everything else; appends the section when the document has none.
 fn replace_section(doc: &str, heading: &str, section: &str) -> String {
-    let section = section.trim_end();
     if doc.trim().is_empty() {
         return format!(
             "# Benchmarks\n\nWhole-server load figures from `cargo xtask bench`; see the \
-             command in each section to reproduce them.\n\n{section}\n"
+             command in each section to reproduce them.\n\n{}\n",
+            section.trim_end()
         );
     }
-    let lines: Vec<&str> = doc.lines().collect();
-    let title = format!("## {heading}");
-    let Some(start) = lines.iter().position(|l| l.trim_end() == title) else {
-        return format!("{}\n\n{section}\n", doc.trim_end());
-    };
+    replace_block(doc, 2, heading, section)
+}
+
+/// Where the block under the heading `level` × `#` + `heading` starts and ends, in lines: it
+/// ends before the next heading of the same or a higher level.
+fn block_lines(lines: &[&str], level: usize, heading: &str) -> Option<(usize, usize)> {
+    let title = format!("{} {heading}", "#".repeat(level));
+    let start = lines.iter().position(|l| l.trim_end() == title)?;
     let end = lines[start + 1..]
         .iter()
-        .position(|l| l.starts_with("## "))
+        .position(|l| {
+            let hashes = l.len() - l.trim_start_matches('#').len();
+            (1..=level).contains(&hashes) && l[hashes..].starts_with(' ')
+        })
         .map_or(lines.len(), |i| start + 1 + i);
+    Some((start, end))
+}
+
+/// The text of a block (see [`block_lines`]), heading included.
+fn section_text(doc: &str, level: usize, heading: &str) -> Option<String> {
+    let lines: Vec<&str> = doc.lines().collect();
+    let (start, end) = block_lines(&lines, level, heading)?;
+    Some(lines[start..end].join("\n") + "\n")
+}
+
+/// Replaces a block (see [`block_lines`]) with `block`, keeping everything else; appends
+/// `block` when the document has no such heading.
+fn replace_block(doc: &str, level: usize, heading: &str, block: &str) -> String {
+    let block = block.trim_end();
+    let lines: Vec<&str> = doc.lines().collect();
+    let Some((start, end)) = block_lines(&lines, level, heading) else {
+        return format!("{}\n\n{block}\n", doc.trim_end());
+    };
     let mut out = String::new();
     for line in &lines[..start] {
         out.push_str(line);
         out.push('\n');
     }
-    out.push_str(section);
+    out.push_str(block);
     out.push('\n');
     if end < lines.len() {
         out.push('\n');
@@ -542,6 +883,20 @@ fn replace_section(doc: &str, heading: &str, section: &str) -> String {
         }
     }
     out
+}
+
+/// Bytes as MiB with one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// A duration in seconds, or milliseconds below one second.
+fn seconds(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    } else {
+        format!("{:.2} s", d.as_secs_f64())
+    }
 }
 
 fn machine() -> String {
@@ -672,8 +1027,114 @@ mod tests {
             (o.seconds, o.only_ceiling, o.write, o.check),
             (2, true, true, false)
         );
+        assert_eq!(
+            o.parts,
+            Parts {
+                foundation: true,
+                lists: false,
+                watch: false
+            }
+        );
         assert!(Options::parse(&args("--seconds 0")).is_err());
         assert!(Options::parse(&args("--seconds")).is_err());
         assert!(Options::parse(&args("--fast")).is_err());
+    }
+
+    #[test]
+    fn options_of_lists_and_watch() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let o = Options::parse(&[]).unwrap();
+        assert_eq!(
+            o.parts,
+            Parts {
+                foundation: true,
+                lists: true,
+                watch: true
+            }
+        );
+        assert_eq!(o.list_sizes, [10_000, 100_000]);
+        assert_eq!(
+            o.watch,
+            watch::Plan {
+                watchers: 1000,
+                rate: 500,
+                seconds: 10
+            }
+        );
+
+        let o = Options::parse(&args(
+            "--only lists --only watch --list-sizes 500,2000 --watchers 100 --rate 50 \
+             --watch-seconds 3 --no-write --strata-binary /tmp/strata",
+        ))
+        .unwrap();
+        assert_eq!(
+            o.parts,
+            Parts {
+                foundation: false,
+                lists: true,
+                watch: true
+            }
+        );
+        assert_eq!(o.list_sizes, [500, 2000]);
+        assert_eq!(
+            o.watch,
+            watch::Plan {
+                watchers: 100,
+                rate: 50,
+                seconds: 3
+            }
+        );
+        assert!(!o.write);
+        assert_eq!(o.binary.as_deref(), Some(Path::new("/tmp/strata")));
+        let o = Options::parse(&args("--only foundation,watch")).unwrap();
+        assert!(o.parts.foundation && o.parts.watch && !o.parts.lists);
+
+        for bad in [
+            "--only",
+            "--only list",
+            "--only lists,",
+            "--list-sizes 10,0",
+            "--list-sizes x",
+            "--watchers 0",
+            "--rate -5",
+            "--only watch --only-ceiling",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn subsections_are_replaced_within_their_section() {
+        let doc = "# Benchmarks\n\n## Foundation\n\nf\n";
+        let created = update_lists_and_watch(doc, None, Some("### Watch fan-out\n\nw1\n"));
+        assert!(created.starts_with("# Benchmarks\n\n## Foundation\n\nf\n\n## Lists and watch\n"));
+        let lists_at = created.find("### Lists\n\nNot measured yet.").unwrap();
+        let watch_at = created.find("### Watch fan-out\n\nw1\n").unwrap();
+        assert!(lists_at < watch_at);
+
+        let later = format!("{created}\n## Later\n\nz\n");
+        let updated = update_lists_and_watch(&later, Some("### Lists\n\nl2\n"), None);
+        assert!(updated.contains("### Lists\n\nl2\n\n### Watch fan-out\n\nw1\n\n## Later\n\nz\n"));
+        assert!(!updated.contains("Not measured yet"));
+        assert_eq!(
+            update_lists_and_watch(&updated, Some("### Lists\n\nl2\n"), None),
+            updated
+        );
+    }
+
+    #[test]
+    fn blocks_end_at_a_heading_of_their_level_or_above() {
+        let doc = "## A\n\n### B\n\nb\n#### B.1\n\nb1\n### C\n\nc\n## D\n";
+        assert_eq!(
+            replace_block(doc, 3, "B", "### B\n\nnew"),
+            "## A\n\n### B\n\nnew\n\n### C\n\nc\n## D\n"
+        );
+        assert_eq!(section_text(doc, 3, "C").as_deref(), Some("### C\n\nc\n"));
+        assert_eq!(section_text(doc, 2, "B"), None);
+        // A `#hashtag` line is no heading.
+        assert_eq!(
+            section_text("## A\n#x\n## B\n", 2, "A").as_deref(),
+            Some("## A\n#x\n")
+        );
     }
 }

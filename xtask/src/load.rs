@@ -126,7 +126,7 @@ async fn client_loop(
     end: Instant,
 ) -> Outcome {
     let mut outcome = Outcome::default();
-    let mut sender: Option<SendRequest<Full<Bytes>>> = None;
+    let mut sender: Option<Connection> = None;
     let mut seq: u64 = 0;
     while Instant::now() < end {
         let Some(conn) = sender.as_mut() else {
@@ -224,7 +224,11 @@ pub fn service_account_body(name: &str) -> String {
     .to_string()
 }
 
-async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>> {
+/// The sending half of a client connection.
+pub type Connection = SendRequest<Full<Bytes>>;
+
+/// Opens one keep-alive HTTP/1.1 connection to `addr`, with Nagle off.
+pub async fn connect(addr: SocketAddr) -> Result<Connection> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -235,10 +239,7 @@ async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>> {
     Ok(sender)
 }
 
-async fn send(
-    conn: &mut SendRequest<Full<Bytes>>,
-    request: Request<Full<Bytes>>,
-) -> Result<(StatusCode, Bytes)> {
+async fn send(conn: &mut Connection, request: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes)> {
     conn.ready().await?;
     let response = conn.send_request(request).await?;
     let status = response.status();
@@ -254,6 +255,31 @@ pub async fn request_once(
     body: Option<String>,
 ) -> Result<(StatusCode, Bytes)> {
     let mut conn = connect(addr).await?;
+    request_on(&mut conn, addr, method, path, body.map(Bytes::from)).await
+}
+
+/// One request on an open connection, with a JSON body when `body` is given; fails after
+/// [`REQUEST_TIMEOUT`].
+pub async fn request_on(
+    conn: &mut Connection,
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    body: Option<Bytes>,
+) -> Result<(StatusCode, Bytes)> {
+    let request = json_request(addr, method, path, body)?;
+    tokio::time::timeout(REQUEST_TIMEOUT, send(conn, request))
+        .await
+        .map_err(|_| format!("{path}: no answer within {REQUEST_TIMEOUT:?}"))?
+}
+
+/// A request that accepts JSON and, when `body` is given, sends it as JSON.
+pub fn json_request(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    body: Option<Bytes>,
+) -> Result<Request<Full<Bytes>>> {
     let mut builder = Request::builder()
         .method(method)
         .uri(path)
@@ -262,10 +288,7 @@ pub async fn request_once(
     if body.is_some() {
         builder = builder.header(CONTENT_TYPE, "application/json");
     }
-    let request = builder.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
-    tokio::time::timeout(REQUEST_TIMEOUT, send(&mut conn, request))
-        .await
-        .map_err(|_| format!("{path}: no answer within {REQUEST_TIMEOUT:?}"))?
+    Ok(builder.body(Full::new(body.unwrap_or_default()))?)
 }
 
 /// The hidden `cargo xtask hello-server --listen ADDR`: answers every request with 200 and a

@@ -2,6 +2,7 @@
 //! the server). It is not part of the server and depends on no workspace crate.
 
 mod bench;
+mod codegen;
 mod load;
 mod prereq;
 mod tasks;
@@ -21,11 +22,20 @@ commands:
   test                  prerequisites, tidy, rustfmt check, clippy, then all tests
   run [-- ARGS...]      build and start the server on 127.0.0.1:6443 with data in ./strata-data;
                         ARGS are passed to `strata serve`
-  bench [OPTIONS]       whole-server load benchmark; writes docs/benchmarks.md
-      --seconds N       measured seconds per scenario (default 5; 1 s warm-up comes first)
-      --only-ceiling    measure only the hello-server ceiling (no server build, no doc update)
-      --no-write        print the table but leave docs/benchmarks.md alone
+  bench [OPTIONS]       whole-server load benchmarks; writes docs/benchmarks.md
+      --only PARTS      run only these, comma-separated: foundation, lists, watch
+                        (default: all three)
+      --seconds N       foundation: measured seconds per scenario (default 5; 1 s warm-up first)
+      --only-ceiling    foundation: only the hello-server ceiling (no server build, no doc update)
+      --list-sizes N,.. lists: collection sizes (default 10000,100000)
+      --watchers N      watch: concurrent watchers (default 1000)
+      --rate N          watch: creates per second in the paced run (default 500)
+      --watch-seconds N watch: length of each run's write phase (default 10)
+      --strata-binary PATH
+                        measure this server binary instead of building one from the tree
+      --no-write        print the tables but leave docs/benchmarks.md alone
       --check           exit 1 when a target is missed
+  codegen               regenerate the prost types of proto/ into crates/strata-codec (no protoc)
   tidy                  check dependency directions and crate manifests (reads `cargo metadata`)
   help                  this text
 ";
@@ -44,6 +54,7 @@ fn main() -> ExitCode {
             Err(message) => return usage_error(&message),
         },
         "tidy" if rest.is_empty() => tidy::tidy(),
+        "codegen" if rest.is_empty() => codegen::codegen(),
         "hello-server" => load::hello_server_main(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
