@@ -142,57 +142,23 @@ impl TestServer {
         body: Option<&[u8]>,
         headers: &[(&str, &str)],
     ) -> Reply {
-        let mut req = Request::builder()
-            .method(Method::from_bytes(method.as_bytes()).expect("method"))
-            .uri(self.url(path));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let req = req
-            .body(Full::new(Bytes::copy_from_slice(body.unwrap_or(b""))))
-            .expect("request");
-        let resp = tokio::time::timeout(Duration::from_secs(30), self.client.request(req))
-            .await
-            .expect("request timed out")
-            .expect("request failed");
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp.into_body().collect().await.expect("body").to_bytes();
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        self.http().send(method, path, body, headers).await
     }
 
     pub async fn get(&self, path: &str) -> Reply {
-        self.send("GET", path, None, &[]).await
+        self.http().get(path).await
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
-        let bytes = serde_json::to_vec(body).expect("encode");
-        self.send(
-            "POST",
-            path,
-            Some(&bytes),
-            &[("content-type", "application/json")],
-        )
-        .await
+        self.http().post_json(path, body).await
     }
 
     pub async fn put_json(&self, path: &str, body: &Value) -> Reply {
-        let bytes = serde_json::to_vec(body).expect("encode");
-        self.send(
-            "PUT",
-            path,
-            Some(&bytes),
-            &[("content-type", "application/json")],
-        )
-        .await
+        self.http().put_json(path, body).await
     }
 
     pub async fn delete(&self, path: &str) -> Reply {
-        self.send("DELETE", path, None, &[]).await
+        self.http().delete(path).await
     }
 }
 
@@ -286,7 +252,7 @@ impl TestServer {
     pub fn http(&self) -> Http {
         Http {
             base: format!("http://{}", self.addr),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: self.client.clone(),
         }
     }
 
@@ -302,7 +268,7 @@ impl TestServer {
 }
 
 impl Http {
-    /// Sends a request with optional body and headers, like [`TestServer::send`].
+    /// Sends a request with optional body and headers.
     pub async fn send(
         &self,
         method: &str,
