@@ -356,6 +356,16 @@ impl Registry {
                 return Err(self.continue_expired(&token, &prefix));
             }
             let rev = (token.revision >= 0).then_some(Revision(token.revision as u64));
+            if let Some(rev) = rev {
+                // While nothing of this type changed since the first page, the cache still holds
+                // the snapshot: it serves the page without a walk of the store.
+                let page = rt
+                    .cache
+                    .list(&prefix, &start, opts.limit, &selection.filter());
+                if page.revision == rev {
+                    return Ok(self.cached_page(page, &prefix, &selection, token.issued));
+                }
+            }
             let page = StorePage {
                 prefix: &prefix,
                 start,
@@ -400,24 +410,35 @@ impl Registry {
             .await
             .map_err(|e| cache_error(rt, e))?;
         let page = rt.cache.list(&prefix, "", opts.limit, &selection.filter());
+        Ok(self.cached_page(page, &prefix, &selection, unix_now()))
+    }
+
+    /// A page the cache served, with the continue token of the rest (first page `issued` then).
+    fn cached_page(
+        &self,
+        page: strata_watch::CachedList,
+        prefix: &str,
+        selection: &Selection,
+        issued: u64,
+    ) -> ObjectList {
         let (continue_token, remaining_item_count) = match &page.next_key {
             Some(next) => {
                 let token = ContinueToken {
                     revision: page.revision.get() as i64,
                     start: next[prefix.len()..].to_string(),
-                    issued: unix_now(),
+                    issued,
                 };
                 let count = selection.is_empty().then_some(page.remaining);
-                (token.encode(self.token_key(), &prefix), count)
+                (token.encode(self.token_key(), prefix), count)
             }
             None => (String::new(), None),
         };
-        Ok(ObjectList {
+        ObjectList {
             items: page.items,
             resource_version: to_resource_version(page.revision).to_string(),
             continue_token,
             remaining_item_count,
-        })
+        }
     }
 
     /// 410 for a continue token past its lifetime or its snapshot, with a token that continues
