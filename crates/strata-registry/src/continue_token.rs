@@ -21,6 +21,10 @@ pub struct ContinueToken {
     pub start: String,
     /// When the list's first page was served (seconds since the Unix epoch).
     pub issued: u64,
+    /// Keys of the collection before `start` at the snapshot, and all its keys; both 0 when
+    /// unknown. They let a continued page compute `remainingItemCount` without a count.
+    pub passed: u64,
+    pub total: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -31,17 +35,24 @@ struct Wire {
     #[serde(default)]
     t: u64,
     #[serde(default)]
+    o: u64,
+    #[serde(default)]
+    n: u64,
+    #[serde(default)]
     s: String,
 }
 
-fn checksum(key: &[u8], collection: &str, rv: i64, start: &str, issued: u64) -> String {
+fn checksum(key: &[u8], collection: &str, wire: &Wire) -> String {
     let mut h = Sha256::new();
     h.update(key);
     h.update(collection.as_bytes());
     h.update([0]);
     h.update(TOKEN_VERSION.as_bytes());
-    h.update(rv.to_be_bytes());
-    h.update(issued.to_be_bytes());
+    h.update(wire.rv.to_be_bytes());
+    h.update(wire.t.to_be_bytes());
+    h.update(wire.o.to_be_bytes());
+    h.update(wire.n.to_be_bytes());
+    let start = &wire.start;
     h.update(start.as_bytes());
     h.finalize()[..16]
         .iter()
@@ -53,13 +64,16 @@ impl ContinueToken {
     /// The token's text, checksummed with the cluster's token `key` and bound to the
     /// `collection` (its key prefix) it pages through.
     pub fn encode(&self, key: &[u8], collection: &str) -> String {
-        let wire = Wire {
+        let mut wire = Wire {
             v: TOKEN_VERSION.into(),
             rv: self.revision,
             start: self.start.clone(),
             t: self.issued,
-            s: checksum(key, collection, self.revision, &self.start, self.issued),
+            o: self.passed,
+            n: self.total,
+            s: String::new(),
         };
+        wire.s = checksum(key, collection, &wire);
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&wire).unwrap_or_default())
     }
 
@@ -91,7 +105,7 @@ impl ContinueToken {
         if wire.start.starts_with('/') || wire.start.split('/').any(|p| p == "..") {
             return Err(bad("start key leaves the collection"));
         }
-        if wire.s != checksum(key, collection, wire.rv, &wire.start, wire.t) {
+        if wire.s != checksum(key, collection, &wire) {
             return Err(bad(
                 "the token was not issued for this collection by this cluster, or was altered",
             ));
@@ -100,6 +114,8 @@ impl ContinueToken {
             revision: wire.rv,
             start: wire.start,
             issued: wire.t,
+            passed: wire.o,
+            total: wire.n,
         })
     }
 }
@@ -115,6 +131,8 @@ mod tests {
             revision: 42,
             start: "default/b\0".into(),
             issued: 1_700_000_000,
+            passed: 500,
+            total: 1200,
         };
         let c = "/registry/serviceaccounts/default/";
         assert_eq!(ContinueToken::decode(&t.encode(key, c), key, c).unwrap(), t);

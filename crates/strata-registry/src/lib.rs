@@ -357,13 +357,13 @@ impl Registry {
             }
             let rev = (token.revision >= 0).then_some(Revision(token.revision as u64));
             if let Some(rev) = rev {
-                // While nothing of this type changed since the first page, the cache still holds
-                // the snapshot: it serves the page without a walk of the store.
-                let page = rt
-                    .cache
-                    .list(&prefix, &start, opts.limit, &selection.filter());
+                // While nothing at all changed since the first page, the cache still holds the
+                // snapshot: it serves the page without a walk of the store.
+                let known = (token.total > 0).then(|| token.total.saturating_sub(token.passed));
+                let filter = selection.filter();
+                let page = rt.cache.list(&prefix, &start, opts.limit, &filter, known);
                 if page.revision == rev {
-                    return Ok(self.cached_page(page, &prefix, &selection, token.issued));
+                    return Ok(self.cached_page(page, &prefix, &selection, &token));
                 }
             }
             let page = StorePage {
@@ -409,24 +409,38 @@ impl Registry {
             .wait_for(min, FUTURE_REVISION_WAIT)
             .await
             .map_err(|e| cache_error(rt, e))?;
-        let page = rt.cache.list(&prefix, "", opts.limit, &selection.filter());
-        Ok(self.cached_page(page, &prefix, &selection, unix_now()))
+        let page = rt
+            .cache
+            .list(&prefix, "", opts.limit, &selection.filter(), None);
+        let first = ContinueToken {
+            revision: page.revision.get() as i64,
+            start: String::new(),
+            issued: unix_now(),
+            passed: 0,
+            total: 0,
+        };
+        Ok(self.cached_page(page, &prefix, &selection, &first))
     }
 
-    /// A page the cache served, with the continue token of the rest (first page `issued` then).
+    /// A page the cache served, with the continue token of the rest. `prev` is the token the
+    /// page continued (or a blank one for a first page): its issue time carries over, and the
+    /// keys passed so far add up so later pages need not count what follows them.
     fn cached_page(
         &self,
         page: strata_watch::CachedList,
         prefix: &str,
         selection: &Selection,
-        issued: u64,
+        prev: &ContinueToken,
     ) -> ObjectList {
         let (continue_token, remaining_item_count) = match &page.next_key {
             Some(next) => {
+                let passed = prev.passed + page.scanned;
                 let token = ContinueToken {
                     revision: page.revision.get() as i64,
                     start: next[prefix.len()..].to_string(),
-                    issued,
+                    issued: prev.issued,
+                    passed,
+                    total: passed + page.remaining,
                 };
                 let count = selection.is_empty().then_some(page.remaining);
                 (token.encode(self.token_key(), prefix), count)
@@ -456,6 +470,8 @@ impl Registry {
             revision: -1,
             start: token.start.clone(),
             issued: unix_now(),
+            passed: 0,
+            total: 0,
         }
         .encode(self.token_key(), prefix);
         s
@@ -511,6 +527,8 @@ impl Registry {
                 revision: revision.get() as i64,
                 start: next_start[prefix.len()..].to_string(),
                 issued: page.issued,
+                passed: 0,
+                total: 0,
             };
             (
                 token.encode(self.token_key(), prefix),

@@ -193,6 +193,8 @@ pub struct CachedList {
     pub revision: Revision,
     /// The key to continue from when the page was cut by the limit.
     pub next_key: Option<String>,
+    /// Keys of the collection the page passed over, returned or filtered out.
+    pub scanned: u64,
     /// Keys of the collection after the page (before filtering).
     pub remaining: u64,
 }
@@ -339,8 +341,17 @@ impl WatchCache {
     }
 
     /// A page of the objects under `prefix` from `start` (inclusive; empty = the beginning)
-    /// that `filter` keeps, at most `limit` (0 = all).
-    pub fn list(&self, prefix: &str, start: &str, limit: usize, filter: &Filter) -> CachedList {
+    /// that `filter` keeps, at most `limit` (0 = all). `keys_from_start`, when the caller knows
+    /// it (a continued walk over an unchanged state), is the number of keys from `start` to the
+    /// end of the collection; it spares counting the keys after the page.
+    pub fn list(
+        &self,
+        prefix: &str,
+        start: &str,
+        limit: usize,
+        filter: &Filter,
+        keys_from_start: Option<u64>,
+    ) -> CachedList {
         let inner = self.lock();
         let from = if start.is_empty() { prefix } else { start };
         let mut items = Vec::new();
@@ -349,7 +360,9 @@ impl WatchCache {
             .range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix));
         let mut next_key = None;
+        let mut scanned = 0u64;
         for (key, obj) in range.by_ref() {
+            scanned += 1;
             if filter(obj) {
                 items.push(obj.clone());
                 if limit > 0 && items.len() == limit {
@@ -358,10 +371,10 @@ impl WatchCache {
                 }
             }
         }
-        let remaining = if next_key.is_some() {
-            range.count() as u64
-        } else {
-            0
+        let remaining = match (&next_key, keys_from_start) {
+            (None, _) => 0,
+            (Some(_), Some(n)) => n.saturating_sub(scanned),
+            (Some(_), None) => range.count() as u64,
         };
         if remaining == 0 {
             next_key = None;
@@ -370,6 +383,7 @@ impl WatchCache {
             items,
             revision: inner.revision,
             next_key,
+            scanned,
             remaining,
         }
     }
