@@ -366,7 +366,9 @@ fn list_response(
     render: Render,
 ) -> Result<Response<Body>, Status> {
     Ok(match output {
-        Output::Json if !render.pretty => json_bytes_response(200, list_json(&rt.info, &list)),
+        Output::Json if !render.pretty => {
+            respond::bytes(200, list_json(&rt.info, &list), "application/json")
+        }
         Output::Json | Output::Yaml | Output::Protobuf(_) => {
             let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
@@ -402,16 +404,6 @@ pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Bytes {
             }
         }
     })
-}
-
-fn json_bytes_response(code: u16, body: Vec<u8>) -> Response<Body> {
-    let mut resp = Response::new(respond::full(body));
-    *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    resp
 }
 
 /// Reads and decodes a JSON request body, checking size and content type.
@@ -544,7 +536,7 @@ async fn resource(
                 let mut body = Vec::with_capacity(obj.json().len() + 1);
                 body.extend_from_slice(obj.json());
                 body.push(b'\n');
-                json_bytes_response(200, body)
+                respond::bytes(200, body, "application/json")
             } else if let Output::Protobuf(name) = output {
                 respond::bytes(200, protobuf_of(&obj), name)
             } else {

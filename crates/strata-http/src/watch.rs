@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::{Body as HttpBody, Frame};
 use strata_registry::{cache, StreamItem, WatchStream};
 
 use crate::negotiate::Output;
@@ -114,14 +114,29 @@ impl WatchBody {
 
 impl WatchBody {
     fn encode_protobuf(&mut self, item: StreamItem, out: &mut BytesMut) -> bool {
-        let enveloped = |v: &serde_json::Value| strata_codec::proto::encode(v).unwrap_or_default();
-        let (kind, object, last) = match item {
-            StreamItem::Event(t, obj) => (t.as_str(), crate::handlers::protobuf_of(&obj), false),
-            StreamItem::Bookmark(v) => ("BOOKMARK", Bytes::from(enveloped(&v)), false),
-            StreamItem::Error(s) => ("ERROR", Bytes::from(enveloped(&s.to_value())), true),
+        let frame = |kind: &str, v: &serde_json::Value| {
+            let enveloped = strata_codec::proto::encode(v).unwrap_or_default();
+            strata_codec::proto::watch_frame(kind, &enveloped)
         };
-        out.extend_from_slice(&strata_codec::proto::watch_frame(kind, &object));
-        !last
+        match item {
+            // The whole frame is made once per object version and event type, and shared.
+            StreamItem::Event(t, obj) => {
+                let bytes = obj.encoded(&format!("protobuf-watch;{}", t.as_str()), |c| {
+                    let object = crate::handlers::protobuf_of(c);
+                    Bytes::from(strata_codec::proto::watch_frame(t.as_str(), &object))
+                });
+                out.extend_from_slice(&bytes);
+                true
+            }
+            StreamItem::Bookmark(v) => {
+                out.extend_from_slice(&frame("BOOKMARK", &v));
+                true
+            }
+            StreamItem::Error(s) => {
+                out.extend_from_slice(&frame("ERROR", &s.to_value()));
+                false
+            }
+        }
     }
 }
 
@@ -166,9 +181,5 @@ impl HttpBody for WatchBody {
 
     fn is_end_stream(&self) -> bool {
         self.done
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
     }
 }

@@ -303,37 +303,35 @@ impl Http {
         self.send("GET", path, None, &[]).await
     }
 
-    pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
+    /// Sends `body` as JSON with this method and content type.
+    pub async fn send_json(
+        &self,
+        method: &str,
+        path: &str,
+        body: &Value,
+        content_type: &str,
+    ) -> Reply {
         let bytes = serde_json::to_vec(body).expect("encode");
         self.send(
-            "POST",
+            method,
             path,
             Some(&bytes),
-            &[("content-type", "application/json")],
+            &[("content-type", content_type)],
         )
         .await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
+        self.send_json("POST", path, body, "application/json").await
     }
 
     pub async fn put_json(&self, path: &str, body: &Value) -> Reply {
-        let bytes = serde_json::to_vec(body).expect("encode");
-        self.send(
-            "PUT",
-            path,
-            Some(&bytes),
-            &[("content-type", "application/json")],
-        )
-        .await
+        self.send_json("PUT", path, body, "application/json").await
     }
 
     pub async fn patch_merge(&self, path: &str, body: &Value) -> Reply {
-        let bytes = serde_json::to_vec(body).expect("encode");
-        self.send(
-            "PATCH",
-            path,
-            Some(&bytes),
-            &[("content-type", "application/merge-patch+json")],
-        )
-        .await
+        self.send_json("PATCH", path, body, "application/merge-patch+json")
+            .await
     }
 
     pub async fn delete(&self, path: &str) -> Reply {
