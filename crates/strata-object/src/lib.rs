@@ -9,6 +9,7 @@ pub mod field;
 pub mod names;
 mod object;
 pub mod resource;
+pub mod schema;
 pub mod selector;
 mod status;
 mod timestamp;

@@ -151,11 +151,6 @@ impl ResourceType {
         self.subresources.iter().find(|s| s.name == name)
     }
 
-    /// The root schema of the kind.
-    pub fn schema(&self) -> Option<&Value> {
-        self.definitions.get(&self.schema_name)
-    }
-
     /// The storage key prefix for objects of this type (ends with `/`).
     pub fn key_prefix(&self) -> String {
         if self.group.is_empty() {
