@@ -195,6 +195,71 @@ impl<'a> Node<'a> {
     }
 }
 
+impl Node<'_> {
+    /// Removes from `value` every member the schema does not declare, at any depth, and returns
+    /// their paths as field validation reports them (`spec.foo`, `items[0].bar`), in document
+    /// order. Free-form nodes and fields that keep unknown fields are left alone.
+    pub fn prune_unknown(&self, value: &mut Value) -> Vec<String> {
+        let mut found = Vec::new();
+        self.prune_at(value, &mut String::new(), &mut found);
+        found
+    }
+
+    fn prune_at(&self, value: &mut Value, path: &mut String, found: &mut Vec<String>) {
+        let len = path.len();
+        match (self.shape(), value) {
+            (Shape::Struct, Value::Object(members)) => {
+                members.retain(|k, _| {
+                    let known = self.property(k).is_some();
+                    if !known {
+                        found.push(join(path, k));
+                    }
+                    known
+                });
+                for (k, v) in members.iter_mut() {
+                    if let Some(child) = self.property(k) {
+                        push_key(path, k);
+                        child.prune_at(v, path, found);
+                        path.truncate(len);
+                    }
+                }
+            }
+            (Shape::Map, Value::Object(members)) => {
+                if let Some(child) = self.values() {
+                    for (k, v) in members.iter_mut() {
+                        push_key(path, k);
+                        child.prune_at(v, path, found);
+                        path.truncate(len);
+                    }
+                }
+            }
+            (Shape::Array, Value::Array(items)) => {
+                if let Some(child) = self.items() {
+                    for (i, v) in items.iter_mut().enumerate() {
+                        path.push_str(&format!("[{i}]"));
+                        child.prune_at(v, path, found);
+                        path.truncate(len);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn push_key(path: &mut String, key: &str) {
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
+}
+
+fn join(path: &str, key: &str) -> String {
+    let mut p = path.to_string();
+    push_key(&mut p, key);
+    p
+}
+
 impl ResourceType {
     /// The root of the kind's schema.
     pub fn schema(&self) -> Option<Node<'_>> {
@@ -238,5 +303,36 @@ mod tests {
             .unwrap();
         assert_eq!(fields.shape(), Shape::Any);
         assert!(root.property("spec").is_none());
+    }
+
+    #[test]
+    fn pruning_reports_unknown_fields_by_path() {
+        let sa = builtin::service_account();
+        let mut v = serde_json::json!({
+            "kind": "ServiceAccount",
+            "spec": {"x": 1},
+            "metadata": {"name": "a", "labels": {"k": "v"}, "bogus": true,
+                         "managedFields": [{"manager": "m", "fieldsV1": {"f:x": {}}, "extra": 1}]},
+            "secrets": [{"name": "s"}, {"name": "t", "foo": "bar"}]
+        });
+        let found = sa.schema().unwrap().prune_unknown(&mut v);
+        assert_eq!(
+            found,
+            vec![
+                "spec",
+                "metadata.bogus",
+                "metadata.managedFields[0].extra",
+                "secrets[1].foo"
+            ]
+        );
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "kind": "ServiceAccount",
+                "metadata": {"name": "a", "labels": {"k": "v"},
+                             "managedFields": [{"manager": "m", "fieldsV1": {"f:x": {}}}]},
+                "secrets": [{"name": "s"}, {"name": "t"}]
+            })
+        );
     }
 }
