@@ -10,10 +10,11 @@ pub struct DecodeError(pub String);
 
 /// Parses a JSON document.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
-    serde_json::from_slice(bytes).map_err(|e| DecodeError(describe(&e)))
+    serde_json::from_slice(bytes).map_err(|e| decode_error(&e))
 }
 
-fn describe(e: &serde_json::Error) -> String {
+/// A JSON parse error worded for clients.
+pub(crate) fn decode_error(e: &serde_json::Error) -> DecodeError {
     use serde_json::error::Category;
     let what = match e.classify() {
         Category::Eof => "unexpected end of JSON input".to_string(),
@@ -21,7 +22,7 @@ fn describe(e: &serde_json::Error) -> String {
         Category::Data => format!("invalid value: {e}"),
         Category::Io => format!("read error: {e}"),
     };
-    what
+    DecodeError(what)
 }
 
 /// Encodes `v` as Kubernetes' JSON serializer does: compact with a trailing newline, or

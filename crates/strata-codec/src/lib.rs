@@ -6,6 +6,7 @@
 pub mod json;
 pub mod media;
 pub mod proto;
+pub mod strict;
 pub mod yaml;
 
 pub use media::{MediaRange, MediaType};

@@ -8,12 +8,18 @@ use crate::json::DecodeError;
 /// Parses one YAML document (JSON is valid YAML). A key repeated in a mapping keeps its last
 /// value, as in JSON; reporting repeats belongs to field validation, for both formats alike.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
+    let text = document_text(bytes)?;
+    serde_norway::from_str::<Value>(text).map_err(|e| DecodeError(format!("invalid YAML: {e}")))
+}
+
+/// The text of a YAML body: UTF-8 and not blank.
+pub(crate) fn document_text(bytes: &[u8]) -> Result<&str, DecodeError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| DecodeError(format!("invalid YAML: not UTF-8: {e}")))?;
     if text.trim().is_empty() {
         return Err(DecodeError("invalid YAML: empty document".into()));
     }
-    serde_norway::from_str::<Value>(text).map_err(|e| DecodeError(format!("invalid YAML: {e}")))
+    Ok(text)
 }
 
 /// Encodes `v` as a YAML document.
