@@ -247,6 +247,78 @@ impl Node<'_> {
     }
 }
 
+impl Node<'_> {
+    /// The first value in `value` whose JSON type is not the one the schema declares, as
+    /// `"<path>: expected <type>, got <type>"`. `null` is accepted anywhere (it means absent);
+    /// undeclared members are not looked at (pruning deals with them).
+    pub fn check_types(&self, value: &Value) -> Result<(), String> {
+        self.types_at(value, &mut String::new())
+    }
+
+    fn types_at(&self, value: &Value, path: &mut String) -> Result<(), String> {
+        if value.is_null() || self.preserves_unknown_fields() {
+            return Ok(());
+        }
+        let len = path.len();
+        let expected = match self.shape() {
+            Shape::Any => return Ok(()),
+            Shape::Struct | Shape::Map => "object",
+            Shape::Array => "array",
+            Shape::Scalar => self.type_name().unwrap_or("string"),
+        };
+        let fits = match expected {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            _ => true,
+        };
+        if !fits {
+            let at = if path.is_empty() { "<root>" } else { path.as_str() };
+            return Err(format!(
+                "{at}: expected {expected}, got {}",
+                json_type(value)
+            ));
+        }
+        match value {
+            Value::Object(members) => {
+                for (k, v) in members {
+                    if let Some(child) = self.child(k) {
+                        push_key(path, k);
+                        child.types_at(v, path)?;
+                        path.truncate(len);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(child) = self.items() {
+                    for (i, v) in items.iter().enumerate() {
+                        path.push_str(&format!("[{i}]"));
+                        child.types_at(v, path)?;
+                        path.truncate(len);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 fn push_key(path: &mut String, key: &str) {
     if !path.is_empty() {
         path.push('.');
@@ -303,6 +375,28 @@ mod tests {
             .unwrap();
         assert_eq!(fields.shape(), Shape::Any);
         assert!(root.property("spec").is_none());
+    }
+
+    #[test]
+    fn type_checks_name_the_first_mismatch() {
+        let sa = builtin::service_account();
+        let root = sa.schema().unwrap();
+        let ok = serde_json::json!({"metadata": {"name": "a", "generation": 3, "labels": {"k": "v"}},
+                                     "automountServiceAccountToken": null, "bogus": 1});
+        assert_eq!(root.check_types(&ok), Ok(()));
+        let bad = serde_json::json!({"metadata": {"labels": {"k": 1}}});
+        assert_eq!(
+            root.check_types(&bad),
+            Err("metadata.labels.k: expected string, got integer".into())
+        );
+        let bad = serde_json::json!({"secrets": [{"name": "a"}, "b"]});
+        assert_eq!(
+            root.check_types(&bad),
+            Err("secrets[1]: expected object, got string".into())
+        );
+        let bad = serde_json::json!({"automountServiceAccountToken": "yes"});
+        assert!(root.check_types(&bad).is_err());
+        assert!(root.check_types(&serde_json::json!([])).is_err());
     }
 
     #[test]

@@ -225,6 +225,36 @@ impl Status {
         )
     }
 
+    /// 409 Conflict of a server-side apply: `message` names the fields, one cause per field
+    /// (`FieldManagerConflict`, the owner in `message`, the path in `field`).
+    pub fn apply_conflict(message: String, causes: Vec<StatusCause>) -> Self {
+        Self::failure(
+            StatusReason::Conflict,
+            message,
+            Some(StatusDetails {
+                causes,
+                ..Default::default()
+            }),
+        )
+    }
+
+    /// 422 Invalid without naming an object: a patch that is well formed but cannot be applied.
+    /// The message is the fixed text Kubernetes gives; `detail` travels as the one cause.
+    pub fn rejected_patch(detail: impl Into<String>) -> Self {
+        Self::failure(
+            StatusReason::Invalid,
+            "the server rejected our request due to an error in our request".into(),
+            Some(StatusDetails {
+                causes: vec![StatusCause {
+                    reason: "UnexpectedServerResponse".into(),
+                    message: detail.into(),
+                    field: String::new(),
+                }],
+                ..Default::default()
+            }),
+        )
+    }
+
     /// 422 Invalid with one cause per field error; `kind` is the Kind, not the resource.
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let qualified = if group.is_empty() {
