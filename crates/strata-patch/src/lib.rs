@@ -1,12 +1,21 @@
-//! Patch engines over JSON value trees: JSON merge patch (RFC 7386) today; JSON patch, strategic
-//! merge patch and server-side apply join here. Pure functions; no storage, no HTTP.
+//! Patch engines over JSON value trees: JSON patch (RFC 6902), JSON merge patch (RFC 7386),
+//! strategic merge patch driven by the type's schema, and server-side apply with managedFields.
+//! Pure functions; no storage, no HTTP.
 
 use serde_json::Value;
+
+pub mod error;
+pub mod json_patch;
+pub mod strategic;
+
+pub use error::PatchError;
+pub use json_patch::apply_json_patch;
+pub use strategic::strategic_merge;
 
 /// Applies an RFC 7386 merge patch to `target`: objects merge recursively, `null` removes a
 /// member, anything else replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    json_patch::merge(target, patch);
+    ::json_patch::merge(target, patch);
 }
 
 #[cfg(test)]

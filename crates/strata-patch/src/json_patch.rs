@@ -1,0 +1,84 @@
+//! JSON patch (RFC 6902): a list of `add`/`remove`/`replace`/`move`/`copy`/`test` operations
+//! applied in order, all or nothing. The operations themselves come from the `json-patch` crate;
+//! this module only decides which failures are the client's document (400) and which are the
+//! target's (422).
+
+use serde_json::Value;
+
+use crate::error::PatchError;
+
+/// Applies the RFC 6902 patch `patch` to a copy of `target` and returns the copy.
+///
+/// A document that is not an array of well-formed operations (unknown `op`, missing `path` or
+/// `value`, a `path` that is not a JSON pointer) is [`PatchError::Malformed`]. An operation that
+/// fails against the target (a missing path, an out-of-range index, a failed `test`) is
+/// [`PatchError::Invalid`]; the whole patch then fails and `target` is never changed.
+pub fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    let ops: ::json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+    let mut doc = target.clone();
+    // The work happens on a copy that is dropped on failure, so the crate's undo log (and its
+    // panic should undoing ever fail) is not needed.
+    ::json_patch::patch_unsafe(&mut doc, &ops).map_err(|e| PatchError::Invalid(e.to_string()))?;
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn applies_operations_in_order() {
+        let doc = json!({"metadata": {"labels": {"a": "1"}}});
+        let out = apply_json_patch(
+            &doc,
+            &json!([
+                {"op": "test", "path": "/metadata/labels/a", "value": "1"},
+                {"op": "add", "path": "/metadata/labels/b", "value": "2"},
+                {"op": "remove", "path": "/metadata/labels/a"},
+            ]),
+        )
+        .unwrap();
+        assert_eq!(out, json!({"metadata": {"labels": {"b": "2"}}}));
+    }
+
+    #[test]
+    fn a_failing_operation_fails_the_whole_patch() {
+        let doc = json!({"a": 1});
+        let err = apply_json_patch(
+            &doc,
+            &json!([
+                {"op": "replace", "path": "/a", "value": 2},
+                {"op": "test", "path": "/a", "value": 1},
+            ]),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), 422);
+        assert_eq!(doc, json!({"a": 1}));
+    }
+
+    #[test]
+    fn bad_documents_are_malformed() {
+        for patch in [
+            json!({"op": "add", "path": "/a", "value": 1}),
+            json!([{"op": "frobnicate", "path": "/a"}]),
+            json!([{"op": "add", "value": 1}]),
+            json!([{"op": "add", "path": "a", "value": 1}]),
+            json!("[]"),
+        ] {
+            let err = apply_json_patch(&json!({}), &patch).unwrap_err();
+            assert_eq!(err.code(), 400, "{patch}");
+            assert!(
+                err.to_string().starts_with("error decoding patch: "),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_patch_is_the_identity() {
+        let doc = json!({"a": [1, 2]});
+        assert_eq!(apply_json_patch(&doc, &json!([])).unwrap(), doc);
+    }
+}
