@@ -3,6 +3,7 @@
 
 mod bench;
 mod codegen;
+mod fixtures;
 mod load;
 mod prereq;
 mod tasks;
@@ -36,6 +37,7 @@ commands:
       --no-write        print the tables but leave docs/benchmarks.md alone
       --check           exit 1 when a target is missed
   codegen               regenerate the prost types of proto/ into crates/strata-codec (no protoc)
+  fixtures              regenerate the golden fixtures in testdata/HEAD, then check them
   tidy                  check dependency directions and crate manifests (reads `cargo metadata`)
   help                  this text
 ";
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         },
         "tidy" if rest.is_empty() => tidy::tidy(),
         "codegen" if rest.is_empty() => codegen::codegen(),
+        "fixtures" if rest.is_empty() => fixtures::fixtures(),
         "hello-server" => load::hello_server_main(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

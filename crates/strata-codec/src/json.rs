@@ -50,4 +50,14 @@ mod tests {
         assert!(decode(b"{").is_err());
         assert!(decode(b"").is_err());
     }
+
+    /// Found by fuzzing: a long mantissa must parse to the nearest double, or the value changes
+    /// when it is encoded and decoded again.
+    #[test]
+    fn floats_round_trip() {
+        let text = "5555555555500000000000011500213046996772741";
+        let v = decode(text.as_bytes()).unwrap();
+        assert_eq!(decode(&encode(&v, false)).unwrap(), v);
+        assert_eq!(v.as_f64(), text.parse::<f64>().ok());
+    }
 }

@@ -3,6 +3,7 @@
 //! This crate turns bytes into value trees and back, and parses `Accept` / `Content-Type`. It
 //! knows nothing of HTTP or storage.
 
+pub mod cbor;
 pub mod json;
 pub mod media;
 pub mod proto;

@@ -155,8 +155,8 @@ mod tests {
 
     #[test]
     fn json_duplicates_are_reported_by_path_and_the_last_wins() {
-        let d = json(br#"{"metadata":{"name":"a","name":"b"},"items":[{"x":1,"x":2}],"k":1}"#)
-            .unwrap();
+        let d =
+            json(br#"{"metadata":{"name":"a","name":"b"},"items":[{"x":1,"x":2}],"k":1}"#).unwrap();
         assert_eq!(
             d.value,
             json!({"metadata": {"name": "b"}, "items": [{"x": 2}], "k": 1})

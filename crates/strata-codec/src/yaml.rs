@@ -8,8 +8,9 @@ use crate::json::DecodeError;
 /// Parses one YAML document (JSON is valid YAML). A key repeated in a mapping keeps its last
 /// value, as in JSON; reporting repeats belongs to field validation, for both formats alike.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
-    let text = document_text(bytes)?;
-    serde_norway::from_str::<Value>(text).map_err(|e| DecodeError(format!("invalid YAML: {e}")))
+    // The strict decoder builds the same tree. It also rejects `.nan` and `.inf`, which JSON
+    // cannot hold and a plain `Value` would silently turn into null (found by fuzzing).
+    crate::strict::yaml(bytes).map(|decoded| decoded.value)
 }
 
 /// The text of a YAML body: UTF-8 and not blank.
@@ -47,6 +48,8 @@ mod tests {
         assert!(decode(b"a: [1, 2").is_err());
         assert!(decode(b"").is_err());
         assert!(decode(b"\xff\xfe").is_err());
+        assert!(decode(b"-.INF").is_err());
+        assert!(decode(b"a: [.nan]").is_err());
         assert_eq!(decode(b"{\"a\": 1}").unwrap(), json!({"a": 1}));
     }
 }

@@ -1,4 +1,5 @@
-//! The JSON form of each generated message, declared field by field in Go's JSON order.
+//! The JSON form of each generated message, declared field by field in Go's JSON order, with
+//! the protobuf field numbers.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,7 @@ use serde_json::{Map, Value};
 use super::generated::k8s::io::api::authentication::v1 as authn;
 use super::generated::k8s::io::api::core::v1 as core;
 use super::generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
+use super::write;
 
 /// A message with a JSON form.
 pub trait JsonForm: Sized + Default {
@@ -189,16 +191,22 @@ impl Field<BTreeMap<String, String>> for StrMap {
     }
 }
 
-/// A `metav1.Time`: an RFC 3339 string in JSON, whole seconds in protobuf; the zero time is
-/// omitted.
+/// A `metav1.Time`: an RFC 3339 string in JSON, whole seconds in protobuf; the zero time, and
+/// times RFC 3339 cannot write, are omitted.
 struct Time;
 impl Field<Option<meta::Time>> for Time {
     fn put(m: &mut Map<String, Value>, key: &str, v: &Option<meta::Time>) {
         let Some(secs) = v.as_ref().and_then(|t| t.seconds).filter(|s| *s != 0) else {
             return;
         };
-        if let Ok(t) = time::OffsetDateTime::from_unix_timestamp(secs) {
-            m.insert(key.into(), Value::String(strata_object::format_time(t)));
+        let Ok(t) = time::OffsetDateTime::from_unix_timestamp(secs) else {
+            return;
+        };
+        // Years outside 0000 to 9999 have no RFC 3339 form (formatting gives ""): left out, like
+        // times beyond what `time` represents, so that the object still encodes.
+        let text = strata_object::format_time(t);
+        if !text.is_empty() {
+            m.insert(key.into(), Value::String(text));
         }
     }
     fn get(m: &Map<String, Value>, key: &str) -> Result<Option<meta::Time>, String> {
@@ -292,8 +300,11 @@ impl<T: JsonForm> Field<Vec<T>> for Items {
     }
 }
 
+/// Declares a message's JSON form: per field, in Go's JSON order, the JSON name, the field kind
+/// (how it maps) and the protobuf field number. It implements `JsonForm` (through the prost
+/// message) and `WriteProto` (protobuf straight from JSON, `write.rs`); both read these lines.
 macro_rules! json_form {
-    ($ty:ty { $($field:ident : $json:literal => $kind:ident),* $(,)? }) => {
+    ($ty:ty { $($field:ident : $json:literal => $kind:ident @ $tag:literal),* $(,)? }) => {
         impl JsonForm for $ty {
             fn to_json(&self) -> Value {
                 let mut m = Map::new();
@@ -307,166 +318,195 @@ macro_rules! json_form {
                 })
             }
         }
+
+        impl write::WriteProto for $ty {
+            fn write_proto(v: &Value, out: &mut Vec<u8>) -> write::Written {
+                /// The fields' positions in the declaration.
+                // Variants take the fields' names so that the macro can name them.
+                #[allow(non_camel_case_types)]
+                enum Slot { $($field),* }
+                const TAGS: &[u32] = &[$($tag),*];
+                const N: usize = TAGS.len();
+                const ORDER: [usize; N] = write::tag_order([$($tag),*]);
+                let writers: [write::WriteFn; N] =
+                    [$( write::writer::<$ty, _, write::$kind>(|m| &m.$field) ),*];
+                let m = v.as_object().ok_or(write::Reject)?;
+                let mut slots: [Option<&Value>; N] = [None; N];
+                for (k, v) in m {
+                    let slot = match k.as_str() {
+                        $( $json => Slot::$field as usize, )*
+                        _ => continue,
+                    };
+                    if !v.is_null() {
+                        slots[slot] = Some(v);
+                    }
+                }
+                for i in ORDER {
+                    writers[i](out, TAGS[i], slots[i])?;
+                }
+                Ok(())
+            }
+        }
     };
 }
 
 json_form!(meta::ObjectMeta {
-    name: "name" => Str,
-    generate_name: "generateName" => Str,
-    namespace: "namespace" => Str,
-    self_link: "selfLink" => Str,
-    uid: "uid" => Str,
-    resource_version: "resourceVersion" => Str,
-    generation: "generation" => Int,
-    creation_timestamp: "creationTimestamp" => Time,
-    deletion_timestamp: "deletionTimestamp" => Time,
-    deletion_grace_period_seconds: "deletionGracePeriodSeconds" => PtrInt,
-    labels: "labels" => StrMap,
-    annotations: "annotations" => StrMap,
-    owner_references: "ownerReferences" => Objs,
-    finalizers: "finalizers" => Strs,
-    managed_fields: "managedFields" => Objs,
+    name: "name" => Str @ 1,
+    generate_name: "generateName" => Str @ 2,
+    namespace: "namespace" => Str @ 3,
+    self_link: "selfLink" => Str @ 4,
+    uid: "uid" => Str @ 5,
+    resource_version: "resourceVersion" => Str @ 6,
+    generation: "generation" => Int @ 7,
+    creation_timestamp: "creationTimestamp" => Time @ 8,
+    deletion_timestamp: "deletionTimestamp" => Time @ 9,
+    deletion_grace_period_seconds: "deletionGracePeriodSeconds" => PtrInt @ 10,
+    labels: "labels" => StrMap @ 11,
+    annotations: "annotations" => StrMap @ 12,
+    owner_references: "ownerReferences" => Objs @ 13,
+    finalizers: "finalizers" => Strs @ 14,
+    managed_fields: "managedFields" => Objs @ 17,
 });
 
 json_form!(meta::OwnerReference {
-    api_version: "apiVersion" => Str,
-    kind: "kind" => Str,
-    name: "name" => Str,
-    uid: "uid" => Str,
-    controller: "controller" => PtrBool,
-    block_owner_deletion: "blockOwnerDeletion" => PtrBool,
+    api_version: "apiVersion" => Str @ 5,
+    kind: "kind" => Str @ 1,
+    name: "name" => Str @ 3,
+    uid: "uid" => Str @ 4,
+    controller: "controller" => PtrBool @ 6,
+    block_owner_deletion: "blockOwnerDeletion" => PtrBool @ 7,
 });
 
 json_form!(meta::ManagedFieldsEntry {
-    manager: "manager" => Str,
-    operation: "operation" => Str,
-    api_version: "apiVersion" => Str,
-    time: "time" => Time,
-    fields_type: "fieldsType" => Str,
-    fields_v1: "fieldsV1" => Fields,
-    subresource: "subresource" => Str,
+    manager: "manager" => Str @ 1,
+    operation: "operation" => Str @ 2,
+    api_version: "apiVersion" => Str @ 3,
+    time: "time" => Time @ 4,
+    fields_type: "fieldsType" => Str @ 6,
+    fields_v1: "fieldsV1" => Fields @ 7,
+    subresource: "subresource" => Str @ 8,
 });
 
 json_form!(meta::ListMeta {
-    self_link: "selfLink" => Str,
-    resource_version: "resourceVersion" => Str,
-    r#continue: "continue" => Str,
-    remaining_item_count: "remainingItemCount" => PtrInt,
+    self_link: "selfLink" => Str @ 1,
+    resource_version: "resourceVersion" => Str @ 2,
+    r#continue: "continue" => Str @ 3,
+    remaining_item_count: "remainingItemCount" => PtrInt @ 4,
 });
 
 json_form!(meta::StatusCause {
-    reason: "reason" => Str,
-    message: "message" => Str,
-    field: "field" => Str,
+    reason: "reason" => Str @ 1,
+    message: "message" => Str @ 2,
+    field: "field" => Str @ 3,
 });
 
 json_form!(meta::StatusDetails {
-    name: "name" => Str,
-    group: "group" => Str,
-    kind: "kind" => Str,
-    uid: "uid" => Str,
-    causes: "causes" => Objs,
-    retry_after_seconds: "retryAfterSeconds" => Int32,
+    name: "name" => Str @ 1,
+    group: "group" => Str @ 2,
+    kind: "kind" => Str @ 3,
+    uid: "uid" => Str @ 6,
+    causes: "causes" => Objs @ 4,
+    retry_after_seconds: "retryAfterSeconds" => Int32 @ 5,
 });
 
 json_form!(meta::Status {
-    metadata: "metadata" => Obj,
-    status: "status" => Str,
-    message: "message" => Str,
-    reason: "reason" => Str,
-    details: "details" => PtrObj,
-    code: "code" => Int32,
+    metadata: "metadata" => Obj @ 1,
+    status: "status" => Str @ 2,
+    message: "message" => Str @ 3,
+    reason: "reason" => Str @ 4,
+    details: "details" => PtrObj @ 5,
+    code: "code" => Int32 @ 6,
 });
 
 json_form!(meta::Preconditions {
-    uid: "uid" => PtrStr,
-    resource_version: "resourceVersion" => PtrStr,
+    uid: "uid" => PtrStr @ 1,
+    resource_version: "resourceVersion" => PtrStr @ 2,
 });
 
 json_form!(meta::DeleteOptions {
-    grace_period_seconds: "gracePeriodSeconds" => PtrInt,
-    preconditions: "preconditions" => PtrObj,
-    orphan_dependents: "orphanDependents" => PtrBool,
-    propagation_policy: "propagationPolicy" => PtrStr,
-    dry_run: "dryRun" => Strs,
+    grace_period_seconds: "gracePeriodSeconds" => PtrInt @ 1,
+    preconditions: "preconditions" => PtrObj @ 2,
+    orphan_dependents: "orphanDependents" => PtrBool @ 3,
+    propagation_policy: "propagationPolicy" => PtrStr @ 4,
+    dry_run: "dryRun" => Strs @ 5,
     ignore_store_read_error_with_cluster_breaking_potential:
-        "ignoreStoreReadErrorWithClusterBreakingPotential" => PtrBool,
+        "ignoreStoreReadErrorWithClusterBreakingPotential" => PtrBool @ 6,
 });
 
 json_form!(core::ObjectReference {
-    kind: "kind" => Str,
-    namespace: "namespace" => Str,
-    name: "name" => Str,
-    uid: "uid" => Str,
-    api_version: "apiVersion" => Str,
-    resource_version: "resourceVersion" => Str,
-    field_path: "fieldPath" => Str,
+    kind: "kind" => Str @ 1,
+    namespace: "namespace" => Str @ 2,
+    name: "name" => Str @ 3,
+    uid: "uid" => Str @ 4,
+    api_version: "apiVersion" => Str @ 5,
+    resource_version: "resourceVersion" => Str @ 6,
+    field_path: "fieldPath" => Str @ 7,
 });
 
 json_form!(core::LocalObjectReference {
-    name: "name" => Str,
+    name: "name" => Str @ 1,
 });
 
 json_form!(core::ServiceAccount {
-    metadata: "metadata" => Obj,
-    secrets: "secrets" => Objs,
-    image_pull_secrets: "imagePullSecrets" => Objs,
-    automount_service_account_token: "automountServiceAccountToken" => PtrBool,
+    metadata: "metadata" => Obj @ 1,
+    secrets: "secrets" => Objs @ 2,
+    image_pull_secrets: "imagePullSecrets" => Objs @ 3,
+    automount_service_account_token: "automountServiceAccountToken" => PtrBool @ 4,
 });
 
 json_form!(core::ServiceAccountList {
-    metadata: "metadata" => Obj,
-    items: "items" => Items,
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
 });
 
 json_form!(core::NamespaceSpec {
-    finalizers: "finalizers" => Strs,
+    finalizers: "finalizers" => Strs @ 1,
 });
 
 json_form!(core::NamespaceCondition {
-    r#type: "type" => Str,
-    status: "status" => Str,
-    last_transition_time: "lastTransitionTime" => Time,
-    reason: "reason" => Str,
-    message: "message" => Str,
+    r#type: "type" => Str @ 1,
+    status: "status" => Str @ 2,
+    last_transition_time: "lastTransitionTime" => Time @ 4,
+    reason: "reason" => Str @ 5,
+    message: "message" => Str @ 6,
 });
 
 json_form!(core::NamespaceStatus {
-    phase: "phase" => Str,
-    conditions: "conditions" => Objs,
+    phase: "phase" => Str @ 1,
+    conditions: "conditions" => Objs @ 2,
 });
 
 json_form!(core::Namespace {
-    metadata: "metadata" => Obj,
-    spec: "spec" => Obj,
-    status: "status" => Obj,
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
 });
 
 json_form!(core::NamespaceList {
-    metadata: "metadata" => Obj,
-    items: "items" => Items,
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
 });
 
 json_form!(authn::BoundObjectReference {
-    kind: "kind" => Str,
-    api_version: "apiVersion" => Str,
-    name: "name" => Str,
-    u_id: "uid" => Str,
+    kind: "kind" => Str @ 1,
+    api_version: "apiVersion" => Str @ 2,
+    name: "name" => Str @ 3,
+    u_id: "uid" => Str @ 4,
 });
 
 json_form!(authn::TokenRequestSpec {
-    audiences: "audiences" => Strs,
-    bound_object_ref: "boundObjectRef" => PtrObj,
-    expiration_seconds: "expirationSeconds" => PtrInt,
+    audiences: "audiences" => Strs @ 1,
+    bound_object_ref: "boundObjectRef" => PtrObj @ 3,
+    expiration_seconds: "expirationSeconds" => PtrInt @ 4,
 });
 
 json_form!(authn::TokenRequestStatus {
-    token: "token" => Str,
-    expiration_timestamp: "expirationTimestamp" => Time,
+    token: "token" => Str @ 1,
+    expiration_timestamp: "expirationTimestamp" => Time @ 2,
 });
 
 json_form!(authn::TokenRequest {
-    metadata: "metadata" => Obj,
-    spec: "spec" => Obj,
-    status: "status" => Obj,
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
 });
