@@ -4,12 +4,18 @@
 
 use serde_json::Value;
 
+pub mod apply;
 pub mod error;
+pub mod fieldpath;
 pub mod json_patch;
+pub mod managed;
 pub mod strategic;
 
+pub use apply::{apply, ApplyError, Conflict};
 pub use error::PatchError;
+pub use fieldpath::{fields_of, FieldSet, Path, PathElement};
 pub use json_patch::apply_json_patch;
+pub use managed::{default_manager, record_update, ManagedFields, ManagedFieldsEntry, Operation};
 pub use strategic::strategic_merge;
 
 /// Applies an RFC 7386 merge patch to `target`: objects merge recursively, `null` removes a

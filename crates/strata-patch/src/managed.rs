@@ -1,0 +1,609 @@
+//! `metadata.managedFields`: the parsed list of managers and the fields each owns, its JSON form,
+//! and the bookkeeping of writes that are not server-side apply (create, update, JSON/merge/
+//! strategic patch), which take ownership of whatever they change and never conflict.
+//! Server-side apply itself lives in `apply`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use strata_object::parse_time;
+use strata_object::schema::Node;
+
+use crate::fieldpath::{self, is_printable, FieldSet};
+use crate::PatchError;
+
+/// How many Update entries an object keeps; past this the oldest are merged into
+/// [`ANCIENT_CHANGES`].
+pub const MAX_UPDATE_MANAGERS: usize = 10;
+
+/// The manager that absorbs the oldest Update entries once there are too many.
+pub const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// The longest manager name Kubernetes accepts (in bytes).
+pub const MAX_MANAGER_LENGTH: usize = 128;
+
+/// The kind of write that gave a manager its fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// Server-side apply: the manager's set is exactly its last applied configuration.
+    Apply,
+    /// Create, update or a non-apply patch: the manager owns what it changed.
+    Update,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One entry of `metadata.managedFields`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManagedFieldsEntry {
+    pub manager: String,
+    pub operation: Operation,
+    /// The API version the fields are expressed in (`v1`).
+    pub api_version: String,
+    /// When the manager last changed something (RFC 3339, whole seconds).
+    pub time: Option<String>,
+    /// Always `FieldsV1`.
+    pub fields_type: String,
+    pub fields: FieldSet,
+    /// The subresource the writes went through (`status`), if any.
+    pub subresource: Option<String>,
+}
+
+impl ManagedFieldsEntry {
+    /// An entry with no fields and no time.
+    pub fn new(
+        manager: &str,
+        operation: Operation,
+        api_version: &str,
+        subresource: Option<&str>,
+    ) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: manager.to_string(),
+            operation,
+            api_version: api_version.to_string(),
+            time: None,
+            fields_type: "FieldsV1".into(),
+            fields: FieldSet::new(),
+            subresource: subresource.filter(|s| !s.is_empty()).map(String::from),
+        }
+    }
+
+    /// Whether both entries belong to the same manager as Kubernetes identifies managers: by
+    /// name, operation and subresource, and for Update entries also by API version (an applier
+    /// keeps one entry whatever version it applies with).
+    pub fn same_manager(&self, other: &ManagedFieldsEntry) -> bool {
+        self.identifier() == other.identifier()
+    }
+
+    /// Kubernetes' manager identifier: the entry's JSON with only `manager`, `operation`,
+    /// `apiVersion` (Update only) and `subresource`. Conflict messages sort managers by it.
+    pub(crate) fn identifier(&self) -> String {
+        let mut m = Map::new();
+        if !self.manager.is_empty() {
+            m.insert("manager".into(), self.manager.clone().into());
+        }
+        m.insert("operation".into(), self.operation.as_str().into());
+        if self.operation == Operation::Update && !self.api_version.is_empty() {
+            m.insert("apiVersion".into(), self.api_version.clone().into());
+        }
+        if let Some(s) = &self.subresource {
+            m.insert("subresource".into(), s.clone().into());
+        }
+        Value::Object(m).to_string()
+    }
+
+    /// The manager as conflict messages name it: `"kubectl"`, `"ctl" with subresource
+    /// "status"`, `"kube-controller-manager" using v1` (Update entries add the version).
+    pub fn describe(&self) -> String {
+        let mut s = fieldpath::go_quote(&self.manager);
+        if let Some(sub) = &self.subresource {
+            s.push_str(" with subresource ");
+            s.push_str(&fieldpath::go_quote(sub));
+        }
+        if self.operation == Operation::Update {
+            s.push_str(" using ");
+            s.push_str(&self.api_version);
+        }
+        s
+    }
+
+    /// The entry's time in whole seconds since the epoch; 0 without a (valid) time.
+    fn seconds(&self) -> i64 {
+        self.time
+            .as_deref()
+            .and_then(parse_time)
+            .map_or(0, |t| t.unix_timestamp())
+    }
+
+    /// The JSON form, fields in Kubernetes' order: `manager`, `operation`, `apiVersion`,
+    /// `time`, `fieldsType`, `fieldsV1`, `subresource` (empty ones left out).
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        if !self.manager.is_empty() {
+            m.insert("manager".into(), self.manager.clone().into());
+        }
+        m.insert("operation".into(), self.operation.as_str().into());
+        if !self.api_version.is_empty() {
+            m.insert("apiVersion".into(), self.api_version.clone().into());
+        }
+        if let Some(t) = &self.time {
+            m.insert("time".into(), t.clone().into());
+        }
+        m.insert("fieldsType".into(), self.fields_type.clone().into());
+        m.insert("fieldsV1".into(), self.fields.to_fields_v1());
+        if let Some(s) = &self.subresource {
+            m.insert("subresource".into(), s.clone().into());
+        }
+        Value::Object(m)
+    }
+
+    fn parse(value: &Value) -> Result<ManagedFieldsEntry, String> {
+        let Value::Object(obj) = value else {
+            return Err("must be an object".into());
+        };
+        let text = |name: &str| -> Result<Option<String>, String> {
+            match obj.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(format!("{name} must be a string")),
+            }
+        };
+        let operation = match text("operation")?.as_deref() {
+            Some("Apply") => Operation::Apply,
+            Some("Update") => Operation::Update,
+            _ => return Err("operation must be `Apply` or `Update`".into()),
+        };
+        let api_version = text("apiVersion")?
+            .filter(|v| !v.is_empty())
+            .ok_or("apiVersion must not be empty")?;
+        match text("fieldsType")?.as_deref() {
+            Some("FieldsV1") => {}
+            None | Some("") => return Err("fieldsType is missing".into()),
+            Some(other) => return Err(format!("invalid fieldsType {other:?}")),
+        }
+        let time = text("time")?;
+        if let Some(t) = &time {
+            if parse_time(t).is_none() {
+                return Err(format!("time {t:?} is not an RFC 3339 timestamp"));
+            }
+        }
+        let fields = match obj.get("fieldsV1") {
+            Some(v) => FieldSet::from_fields_v1(v).map_err(|e| format!("fieldsV1: {e}"))?,
+            None => FieldSet::new(),
+        };
+        Ok(ManagedFieldsEntry {
+            manager: text("manager")?.unwrap_or_default(),
+            operation,
+            api_version,
+            time,
+            fields_type: "FieldsV1".into(),
+            fields,
+            subresource: text("subresource")?.filter(|s| !s.is_empty()),
+        })
+    }
+}
+
+/// The parsed `metadata.managedFields` of an object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ManagedFields {
+    pub entries: Vec<ManagedFieldsEntry>,
+}
+
+impl ManagedFields {
+    /// Parses a `managedFields` list (`null` is an empty list). A later entry of the same
+    /// manager replaces an earlier one, as in Kubernetes. Malformed input is a
+    /// [`PatchError::Malformed`] (400) naming the entry.
+    pub fn parse(list: &Value) -> Result<ManagedFields, PatchError> {
+        let items = match list {
+            Value::Null => return Ok(ManagedFields::default()),
+            Value::Array(items) => items,
+            _ => {
+                return Err(PatchError::Malformed(
+                    "metadata.managedFields must be a list".into(),
+                ))
+            }
+        };
+        let mut out = ManagedFields::default();
+        for (i, item) in items.iter().enumerate() {
+            let entry = ManagedFieldsEntry::parse(item)
+                .map_err(|e| PatchError::Malformed(format!("metadata.managedFields[{i}]: {e}")))?;
+            out.upsert(entry);
+        }
+        Ok(out)
+    }
+
+    /// Parses `metadata.managedFields` of `obj` (absent is empty).
+    pub fn of_object(obj: &Value) -> Result<ManagedFields, PatchError> {
+        match obj.pointer("/metadata/managedFields") {
+            Some(list) => ManagedFields::parse(list),
+            None => Ok(ManagedFields::default()),
+        }
+    }
+
+    /// Whether no entry owns anything.
+    pub fn is_empty(&self) -> bool {
+        self.entries.iter().all(|e| e.fields.is_empty())
+    }
+
+    /// The entry of the manager `probe` identifies (see [`ManagedFieldsEntry::same_manager`]).
+    pub fn find(&self, probe: &ManagedFieldsEntry) -> Option<&ManagedFieldsEntry> {
+        self.entries.iter().find(|e| e.same_manager(probe))
+    }
+
+    fn find_mut(&mut self, probe: &ManagedFieldsEntry) -> Option<&mut ManagedFieldsEntry> {
+        self.entries.iter_mut().find(|e| e.same_manager(probe))
+    }
+
+    /// Adds `entry`, replacing the entry of the same manager.
+    pub fn upsert(&mut self, entry: ManagedFieldsEntry) {
+        match self.find_mut(&entry) {
+            Some(existing) => *existing = entry,
+            None => self.entries.push(entry),
+        }
+    }
+
+    /// The entries Kubernetes would write, in its order: entries with fields only, Apply before
+    /// Update, then by time (whole seconds), manager, API version and subresource.
+    pub fn sorted_entries(&self) -> Vec<&ManagedFieldsEntry> {
+        let mut entries: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|e| !e.fields.is_empty())
+            .collect();
+        entries.sort_by(|a, b| {
+            a.operation
+                .cmp(&b.operation)
+                .then_with(|| a.seconds().cmp(&b.seconds()))
+                .then_with(|| a.manager.cmp(&b.manager))
+                .then_with(|| a.api_version.cmp(&b.api_version))
+                .then_with(|| a.subresource.cmp(&b.subresource))
+        });
+        entries
+    }
+
+    /// The JSON list (see [`ManagedFields::sorted_entries`]).
+    pub fn to_value(&self) -> Value {
+        Value::Array(
+            self.sorted_entries()
+                .into_iter()
+                .map(ManagedFieldsEntry::to_value)
+                .collect(),
+        )
+    }
+
+    /// Stores the list in `obj`'s `metadata.managedFields`, or removes the member when no entry
+    /// owns anything (Kubernetes then omits it).
+    pub fn write_to(&self, obj: &mut Value) {
+        let Value::Object(root) = obj else {
+            return;
+        };
+        if self.is_empty() {
+            if let Some(Value::Object(meta)) = root.get_mut("metadata") {
+                meta.shift_remove("managedFields");
+            }
+            return;
+        }
+        let meta = root
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert("managedFields".into(), self.to_value());
+        }
+    }
+
+    /// Whether both hold the same entries with the same fields, whatever their times.
+    pub(crate) fn same_ignoring_time(&self, other: &ManagedFields) -> bool {
+        let strip = |m: &ManagedFields| -> Vec<Value> {
+            m.sorted_entries()
+                .into_iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    e.time = None;
+                    e.to_value()
+                })
+                .collect()
+        };
+        let (mut a, mut b) = (strip(self), strip(other));
+        a.sort_by_key(Value::to_string);
+        b.sort_by_key(Value::to_string);
+        a == b
+    }
+
+    /// Merges the oldest Update entries into [`ANCIENT_CHANGES`] entries (one per API version)
+    /// until at most [`MAX_UPDATE_MANAGERS`] Update entries are left, as Kubernetes does:
+    /// oldest first (then by identifier); the first entry of a version is kept until a second
+    /// one of that version comes, which then folds both into the bucket (taking the time of the
+    /// entry merged last). Apply entries are never merged.
+    fn cap_update_managers(&mut self) {
+        let mut updaters: Vec<(i64, String)> = self
+            .entries
+            .iter()
+            .filter(|e| e.operation == Operation::Update)
+            .map(|e| (e.seconds(), e.identifier()))
+            .collect();
+        let mut count = updaters.len();
+        if count <= MAX_UPDATE_MANAGERS {
+            return;
+        }
+        updaters.sort();
+        let mut first_of_version: BTreeMap<String, String> = BTreeMap::new();
+        for (_, id) in updaters {
+            if count <= MAX_UPDATE_MANAGERS {
+                break;
+            }
+            let Some(pos) = self.entries.iter().position(|e| e.identifier() == id) else {
+                continue;
+            };
+            let version = self.entries[pos].api_version.clone();
+            let bucket =
+                ManagedFieldsEntry::new(ANCIENT_CHANGES, Operation::Update, &version, None);
+            let Some(first) = first_of_version.get(&version) else {
+                first_of_version.insert(version, id);
+                continue;
+            };
+            if id == bucket.identifier() {
+                // The bucket itself: merging it into itself would drop it.
+                continue;
+            }
+            if self.find(&bucket).is_none() {
+                if let Some(first) = self.entries.iter_mut().find(|e| e.identifier() == *first) {
+                    first.manager = ANCIENT_CHANGES.into();
+                    first.subresource = None;
+                }
+            }
+            let merged = self.entries.remove(
+                self.entries
+                    .iter()
+                    .position(|e| e.identifier() == id)
+                    .unwrap_or(pos),
+            );
+            if let Some(b) = self.find_mut(&bucket) {
+                b.fields = b.fields.union(&merged.fields);
+                b.time = merged.time;
+            }
+            count -= 1;
+        }
+    }
+}
+
+/// Whether a client sent `managedFields` to clear them: an empty list, or a list of one empty
+/// entry.
+fn is_reset(sent: Option<&Value>) -> bool {
+    match sent {
+        Some(Value::Array(items)) => match items.as_slice() {
+            [] => true,
+            [Value::Object(only)] => only.values().all(|v| v.is_null() || v.as_str() == Some("")),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Records a create, update or non-apply patch in `new`'s `metadata.managedFields`.
+///
+/// `old` is the stored object (`None` on create), `new` the object about to be stored.
+/// The managers start from `new`'s managedFields when the client sent a valid non-empty list
+/// (so clients may edit them), from an empty list when it sent `[]` or `[{}]` (clearing them),
+/// and otherwise from `old`'s; through a `subresource` they always start from `old`'s. Then
+/// `manager` (operation Update, `api_version`, `subresource`) takes every field that was added
+/// or changed from whoever owned it, fields that no longer exist leave every manager, and
+/// entries left empty disappear. The manager's time becomes `now` only when it took some field;
+/// otherwise its entry and time stay as they were. Fields the write cannot change (`status` on
+/// the main resource, `spec` through `status`) and the system fields are never recorded. At
+/// most [`MAX_UPDATE_MANAGERS`] Update entries are kept (see [`ANCIENT_CHANGES`]).
+///
+/// Never fails: managedFields that do not parse count as absent.
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    schema: Node,
+    manager: &str,
+    api_version: &str,
+    subresource: Option<&str>,
+    now: &str,
+) {
+    let stored = || {
+        old.map_or_else(ManagedFields::default, |o| {
+            ManagedFields::of_object(o).unwrap_or_default()
+        })
+    };
+    let sent = new.pointer("/metadata/managedFields");
+    let mut managed = if subresource.is_some() {
+        stored()
+    } else if is_reset(sent) {
+        ManagedFields::default()
+    } else {
+        match sent.map(ManagedFields::parse) {
+            Some(Ok(m)) if !m.entries.is_empty() => m,
+            _ => stored(),
+        }
+    };
+
+    let empty = Value::Object(Map::new());
+    let ignored = fieldpath::reset_fields(schema, subresource);
+    let cmp = fieldpath::compare(old.unwrap_or(&empty), new, schema).excluding(&ignored);
+    let changed = cmp.modified.union(&cmp.added);
+    for e in &mut managed.entries {
+        e.fields = e.fields.difference(&changed).difference(&cmp.removed);
+    }
+    let taken = changed
+        .difference(&cmp.removed)
+        .difference(&fieldpath::system_fields());
+    if !taken.is_empty() {
+        let mut entry =
+            ManagedFieldsEntry::new(manager, Operation::Update, api_version, subresource);
+        match managed.find_mut(&entry) {
+            Some(existing) => {
+                existing.fields = existing.fields.union(&taken);
+                existing.time = Some(now.to_string());
+            }
+            None => {
+                entry.fields = taken;
+                entry.time = Some(now.to_string());
+                managed.entries.push(entry);
+            }
+        }
+    }
+    managed.entries.retain(|e| !e.fields.is_empty());
+    managed.cap_update_managers();
+    managed.write_to(new);
+}
+
+/// The manager of a non-apply request that names none: the User-Agent up to its first `/`,
+/// without non-printable characters, cut to [`MAX_MANAGER_LENGTH`] bytes on a character
+/// boundary (`kubectl/v1.31.0 (linux/amd64)` gives `kubectl`).
+pub fn default_manager(user_agent: &str) -> String {
+    let prefix = user_agent.split('/').next().unwrap_or_default();
+    let mut out = String::new();
+    for c in prefix.chars().filter(|c| is_printable(*c)) {
+        if out.len() + c.len_utf8() > MAX_MANAGER_LENGTH {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use strata_object::builtin;
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-01T00:01:00Z";
+
+    #[test]
+    fn parse_and_write_keep_kubernetes_order() {
+        let list = json!([
+            {"manager": "b", "operation": "Update", "apiVersion": "v1", "time": T1,
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:secrets": {}}},
+            {"subresource": "status", "fieldsV1": {"f:status": {"f:phase": {}}},
+             "fieldsType": "FieldsV1", "time": T0, "apiVersion": "v1", "operation": "Update",
+             "manager": "c"},
+            {"manager": "a", "operation": "Apply", "apiVersion": "v1", "time": T1,
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:x": {}}}}},
+            {"manager": "empty", "operation": "Update", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {}}
+        ]);
+        let m = ManagedFields::parse(&list).unwrap();
+        assert_eq!(m.entries.len(), 4);
+        let text = serde_json::to_string(&m.to_value()).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"[{"manager":"a","operation":"Apply","apiVersion":"v1","time":"2026-01-01T00:01:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{"f:x":{}}}}},"#,
+                r#"{"manager":"c","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}},"subresource":"status"},"#,
+                r#"{"manager":"b","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:01:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:secrets":{}}}]"#
+            )
+        );
+    }
+
+    #[test]
+    fn malformed_entries_are_bad_requests() {
+        for (list, needle) in [
+            (json!({}), "must be a list"),
+            (json!([1]), "[0]: must be an object"),
+            (
+                json!([{"manager": "a", "operation": "Patch", "apiVersion": "v1", "fieldsType": "FieldsV1"}]),
+                "operation must be",
+            ),
+            (
+                json!([{"manager": "a", "operation": "Apply", "fieldsType": "FieldsV1"}]),
+                "apiVersion must not be empty",
+            ),
+            (
+                json!([{"manager": "a", "operation": "Apply", "apiVersion": "v1"}]),
+                "fieldsType is missing",
+            ),
+            (
+                json!([{"manager": "a", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV2"}]),
+                "invalid fieldsType",
+            ),
+            (
+                json!([{"manager": "a", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "time": "yesterday"}]),
+                "RFC 3339",
+            ),
+            (
+                json!([{"manager": "a", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"nope": {}}}]),
+                "fieldsV1",
+            ),
+        ] {
+            let err = ManagedFields::parse(&list).unwrap_err();
+            assert_eq!(err.code(), 400);
+            assert!(err.to_string().contains(needle), "{err} lacks {needle}");
+        }
+    }
+
+    #[test]
+    fn default_manager_from_user_agent() {
+        assert_eq!(
+            default_manager("kubectl/v1.31.0 (linux/amd64) kubernetes/abc"),
+            "kubectl"
+        );
+        assert_eq!(default_manager("Go-http-client/1.1"), "Go-http-client");
+        assert_eq!(
+            default_manager("OpenAPI-Generator/31.0.0/python"),
+            "OpenAPI-Generator"
+        );
+        assert_eq!(default_manager("a\u{1}b\tc d/x"), "abc d");
+        assert_eq!(default_manager(""), "");
+        let long = "é".repeat(100);
+        let m = default_manager(&long);
+        assert_eq!(m.len(), 128);
+        assert_eq!(m.chars().count(), 64);
+    }
+
+    #[test]
+    fn eleven_update_managers_fold_the_oldest_two() {
+        let sa = builtin::service_account();
+        let schema = sa.schema().unwrap();
+        let mut obj = json!({"metadata": {"name": "x", "labels": {}}});
+        for i in 0..11 {
+            let old = obj.clone();
+            obj["metadata"]["labels"][format!("l{i}")] = json!("v");
+            let now = format!("2026-01-01T00:00:{i:02}Z");
+            record_update(
+                Some(&old),
+                &mut obj,
+                schema,
+                &format!("m{i}"),
+                "v1",
+                None,
+                &now,
+            );
+        }
+        let m = ManagedFields::of_object(&obj).unwrap();
+        assert_eq!(m.entries.len(), 10);
+        let bucket = m
+            .find(&ManagedFieldsEntry::new(
+                ANCIENT_CHANGES,
+                Operation::Update,
+                "v1",
+                None,
+            ))
+            .unwrap();
+        assert_eq!(bucket.fields.len(), 2 + 1); // l0, l1 and the labels map itself
+        assert_eq!(bucket.time.as_deref(), Some("2026-01-01T00:00:01Z"));
+        assert!(m
+            .entries
+            .iter()
+            .all(|e| e.manager != "m0" && e.manager != "m1"));
+    }
+
+    #[test]
+    fn reset_and_invalid_sent_lists() {
+        assert!(is_reset(Some(&json!([]))));
+        assert!(is_reset(Some(&json!([{}]))));
+        assert!(!is_reset(Some(&json!([{"manager": "a"}]))));
+        assert!(!is_reset(None));
+        assert!(!is_reset(Some(&Value::Null)));
+    }
+}
