@@ -6,8 +6,8 @@ use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 use strata_object::{Object, Status};
 use strata_registry::{
-    list_json, list_objects, DeleteOptions, ListOptions, ObjectList, RegisteredType, WatchOptions,
-    WriteOptions,
+    list_json, list_objects, DeleteOptions, FieldValidation, ListOptions, ObjectList, PatchKind,
+    RegisteredType, WatchOptions, WriteOptions,
 };
 
 use crate::negotiate::{self, Output};
@@ -24,7 +24,7 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
         .unwrap_or("")
 }
 
-fn render_for(headers: &HeaderMap, query: &Query) -> Render {
+fn render_for(fe: &Frontend, headers: &HeaderMap, query: &Query) -> Render {
     let ua = header_str(headers, header::USER_AGENT);
     let pretty = query.bool("pretty")
         || ua.starts_with("curl")
@@ -33,7 +33,7 @@ fn render_for(headers: &HeaderMap, query: &Query) -> Render {
     let accept = header_str(headers, header::ACCEPT);
     Render {
         pretty,
-        errors: negotiate::error_output(accept),
+        errors: fe.config.formats.error_output(accept),
     }
 }
 
@@ -41,7 +41,7 @@ fn render_for(headers: &HeaderMap, query: &Query) -> Render {
 pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
-    let render = render_for(req.headers(), &query);
+    let render = render_for(fe, req.headers(), &query);
     let method = req.method().clone();
     let get_only = |resp: Response<Body>| {
         if method == Method::GET || method == Method::HEAD {
@@ -260,9 +260,13 @@ fn dry_run(query: &Query, values: &[String], options_kind: &str) -> Result<bool,
     Ok(all.iter().any(|v| v == "All"))
 }
 
-fn write_options(query: &Query, options_kind: &str) -> Result<WriteOptions, Status> {
+fn write_options(
+    query: &Query,
+    headers: &HeaderMap,
+    options_kind: &str,
+) -> Result<WriteOptions, Status> {
     let validation = query.string("fieldValidation");
-    if !matches!(validation.as_str(), "" | "Ignore" | "Warn" | "Strict") {
+    let Some(field_validation) = FieldValidation::parse(&validation) else {
         return Err(Status::invalid(
             "meta.k8s.io",
             options_kind,
@@ -273,10 +277,17 @@ fn write_options(query: &Query, options_kind: &str) -> Result<WriteOptions, Stat
                 &["", "Ignore", "Strict", "Warn"],
             )],
         ));
+    };
+    let mut field_manager = query.string("fieldManager");
+    strata_registry::validate_manager(&field_manager, options_kind)?;
+    if field_manager.is_empty() {
+        field_manager = strata_registry::default_manager(header_str(headers, header::USER_AGENT));
     }
     Ok(WriteOptions {
         dry_run: dry_run(query, &[], options_kind)?,
-        field_manager: query.string("fieldManager"),
+        field_manager,
+        field_validation,
+        force: false,
     })
 }
 
@@ -369,7 +380,7 @@ fn list_response(
         Output::Json if !render.pretty => {
             respond::bytes(200, list_json(&rt.info, &list), "application/json")
         }
-        Output::Json | Output::Yaml | Output::Protobuf(_) => {
+        Output::Json | Output::Yaml | Output::Protobuf(_) | Output::Cbor => {
             let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
             respond::value(200, &v, output, render)
@@ -406,22 +417,94 @@ pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Bytes {
     })
 }
 
-/// Reads and decodes a JSON request body, checking size and content type.
-async fn object_body(fe: &Frontend, req: Request<Incoming>, kind: &str) -> Result<Value, Status> {
+/// Reads and decodes an object request body, checking size and content type. JSON and YAML
+/// bodies report their duplicate members for field validation.
+async fn object_body(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    kind: &str,
+) -> Result<strata_registry::Body, Status> {
     let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
-    let format = negotiate::body_format(&content_type)?;
+    let format = fe.config.formats.body_format(&content_type)?;
     let bytes = body_bytes(fe, req).await?;
-    decode_body(format, &bytes, kind)
+    decode_strict(format, &bytes, kind)
 }
 
 /// Decodes a request body; a protobuf body's envelope names its kind, else `kind` is assumed.
 fn decode_body(format: negotiate::BodyFormat, bytes: &[u8], kind: &str) -> Result<Value, Status> {
+    decode_strict(format, bytes, kind).map(|b| b.value)
+}
+
+fn decode_strict(
+    format: negotiate::BodyFormat,
+    bytes: &[u8],
+    kind: &str,
+) -> Result<strata_registry::Body, Status> {
     let decoded = match format {
-        negotiate::BodyFormat::Json => strata_codec::json::decode(bytes),
-        negotiate::BodyFormat::Yaml => strata_codec::yaml::decode(bytes),
-        negotiate::BodyFormat::Protobuf => strata_codec::proto::decode(bytes, kind),
+        negotiate::BodyFormat::Json => strata_codec::strict::json(bytes),
+        negotiate::BodyFormat::Yaml => strata_codec::strict::yaml(bytes),
+        // Neither protobuf nor CBOR can carry a duplicate field: CBOR's decoder refuses
+        // repeated map keys outright, as Kubernetes' does.
+        negotiate::BodyFormat::Protobuf => {
+            strata_codec::proto::decode(bytes, kind).map(|value| strata_codec::strict::Decoded {
+                value,
+                duplicates: Vec::new(),
+            })
+        }
+        negotiate::BodyFormat::Cbor => {
+            strata_codec::cbor::decode(bytes).map(|value| strata_codec::strict::Decoded {
+                value,
+                duplicates: Vec::new(),
+            })
+        }
     };
-    decoded.map_err(|e| Status::bad_request(e.to_string()))
+    decoded
+        .map(|d| strata_registry::Body {
+            value: d.value,
+            duplicates: d.duplicates,
+        })
+        .map_err(|e| Status::bad_request(e.to_string()))
+}
+
+/// The patch type and body format named by a PATCH request's `Content-Type`, or 415.
+fn patch_kind(
+    formats: negotiate::Formats,
+    content_type: &str,
+) -> Result<(PatchKind, negotiate::BodyFormat), Status> {
+    use negotiate::BodyFormat;
+    let essence = strata_codec::MediaType::parse(content_type)
+        .map(|m| m.essence)
+        .unwrap_or_default();
+    match essence.as_str() {
+        "application/json-patch+json" => Ok((PatchKind::Json, BodyFormat::Json)),
+        "application/merge-patch+json" => Ok((PatchKind::Merge, BodyFormat::Json)),
+        "application/strategic-merge-patch+json" => Ok((PatchKind::Strategic, BodyFormat::Json)),
+        "application/apply-patch+yaml" => Ok((PatchKind::Apply, BodyFormat::Yaml)),
+        "application/apply-patch+cbor" if formats.cbor => Ok((PatchKind::Apply, BodyFormat::Cbor)),
+        _ if formats.cbor => Err(Status::unsupported_media_type(&PATCH_TYPES)),
+        _ => Err(Status::unsupported_media_type(&PATCH_TYPES[..4])),
+    }
+}
+
+const PATCH_TYPES: [&str; 5] = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/apply-patch+cbor",
+];
+
+/// A write's response: the object, with one `Warning` header per field-validation warning.
+fn written_response(
+    code: u16,
+    written: strata_registry::Written,
+    output: &Output,
+    include: IncludeObject,
+    render: Render,
+) -> Response<Body> {
+    let mut resp = object_response(code, written.object, output, include, render);
+    respond::add_warnings(&mut resp, &written.warnings);
+    resp
 }
 
 async fn body_bytes(fe: &Frontend, req: Request<Incoming>) -> Result<Bytes, Status> {
@@ -454,7 +537,7 @@ fn object_response(
     render: Render,
 ) -> Response<Body> {
     match output {
-        Output::Json | Output::Yaml | Output::Protobuf(_) => {
+        Output::Json | Output::Yaml | Output::Protobuf(_) | Output::Cbor => {
             respond::value(code, &obj.into_value(), output, render)
         }
         Output::Table(target) => {
@@ -498,12 +581,13 @@ async fn resource(
             if !rt.info.has_verb(strata_object::Verb::Watch) {
                 return Err(Status::method_not_allowed_for(&rt.info.resource, "watch"));
             }
-            let output = negotiate::stream_output(&accept, table_ok)?;
+            let output = fe.config.formats.stream_output(&accept, table_ok)?;
             let opts = watch_options(&query, name)?;
             let timeout = watch_timeout(&query)?;
             let stream = fe.registry.watch(rt.clone(), ns, &opts).await?;
             let content_type = match &output {
                 Output::Protobuf(name) => format!("{name};stream=watch"),
+                Output::Cbor => negotiate::CBOR_SEQ.to_string(),
                 _ => "application/json".to_string(),
             };
             let mut resp = Response::new(crate::watch::WatchBody::body(
@@ -519,7 +603,7 @@ async fn resource(
             Ok(resp)
         }
         (Method::GET | Method::HEAD, true) => {
-            let output = negotiate::output(&accept, table_ok)?;
+            let output = fe.config.formats.output(&accept, table_ok)?;
             let opts = list_options(&query)?;
             let list = fe.registry.list(&rt, ns, &opts).await?;
             let mut resp = list_response(&rt, list, &output, include, render)?;
@@ -527,7 +611,7 @@ async fn resource(
             Ok(resp)
         }
         (Method::GET | Method::HEAD, false) => {
-            let output = negotiate::output(&accept, table_ok)?;
+            let output = fe.config.formats.output(&accept, table_ok)?;
             let obj = fe
                 .registry
                 .get_cached(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
@@ -547,23 +631,40 @@ async fn resource(
             Ok(resp)
         }
         (Method::POST, true) => {
-            let output = negotiate::output(&accept, false)?;
-            let opts = write_options(&query, "CreateOptions")?;
+            let output = fe.config.formats.output(&accept, false)?;
+            let opts = write_options(&query, req.headers(), "CreateOptions")?;
             let body = object_body(fe, req, &rt.info.kind).await?;
-            let obj = fe.registry.create(&rt, ns, body, &opts).await?;
-            Ok(object_response(201, obj, &output, include, render))
+            let written = fe.registry.create(&rt, ns, body, &opts).await?;
+            Ok(written_response(201, written, &output, include, render))
         }
         (Method::PUT, false) => {
-            let output = negotiate::output(&accept, false)?;
-            let opts = write_options(&query, "UpdateOptions")?;
+            let output = fe.config.formats.output(&accept, false)?;
+            let opts = write_options(&query, req.headers(), "UpdateOptions")?;
             let body = object_body(fe, req, &rt.info.kind).await?;
-            let obj = fe.registry.update(&rt, ns, name, body, &opts).await?;
-            Ok(object_response(200, obj, &output, include, render))
+            let written = fe.registry.update(&rt, ns, name, body, &opts).await?;
+            Ok(written_response(200, written, &output, include, render))
         }
         (Method::PATCH, false) => {
-            let output = negotiate::output(&accept, false)?;
-            let opts = write_options(&query, "PatchOptions")?;
-            if query.has("force") && query.bool("force") {
+            let output = fe.config.formats.output(&accept, false)?;
+            let mut opts = write_options(&query, req.headers(), "PatchOptions")?;
+            let (kind, format) = patch_kind(
+                fe.config.formats,
+                header_str(req.headers(), header::CONTENT_TYPE),
+            )?;
+            opts.force = query.has("force") && query.bool("force");
+            if kind == PatchKind::Apply {
+                if query.string("fieldManager").is_empty() {
+                    return Err(Status::invalid(
+                        "meta.k8s.io",
+                        "PatchOptions",
+                        "",
+                        &[strata_object::field::FieldError::required(
+                            "fieldManager",
+                            "is required for apply patch",
+                        )],
+                    ));
+                }
+            } else if opts.force {
                 return Err(Status::invalid(
                     "meta.k8s.io",
                     "PatchOptions",
@@ -574,23 +675,17 @@ async fn resource(
                     )],
                 ));
             }
-            let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
-            let essence = strata_codec::MediaType::parse(&content_type)
-                .map(|m| m.essence)
-                .unwrap_or_default();
-            if essence != "application/merge-patch+json" {
-                return Err(Status::unsupported_media_type(&[
-                    "application/merge-patch+json",
-                ]));
-            }
             let bytes = body_bytes(fe, req).await?;
-            let patch = strata_codec::json::decode(&bytes)
-                .map_err(|e| Status::bad_request(format!("error decoding patch: {e}")))?;
-            let obj = fe.registry.merge_patch(&rt, ns, name, patch, &opts).await?;
-            Ok(object_response(200, obj, &output, include, render))
+            let body = decode_strict(format, &bytes, &rt.info.kind).map_err(|mut s| {
+                s.message = format!("error decoding patch: {}", s.message);
+                s
+            })?;
+            let written = fe.registry.patch(&rt, ns, name, kind, body, &opts).await?;
+            let code = if written.created { 201 } else { 200 };
+            Ok(written_response(code, written, &output, include, render))
         }
         (Method::DELETE, false) => {
-            let output = negotiate::output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, false)?;
             let opts = delete_options(fe, req, &query).await?;
             let deleted = fe.registry.delete(&rt, ns, name, &opts).await?;
             Ok(object_response(
@@ -608,7 +703,7 @@ async fn resource(
                     "deletecollection",
                 ));
             }
-            let output = negotiate::output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, false)?;
             let list_opts = list_options(&query)?;
             let opts = delete_options(fe, req, &query).await?;
             let status = fe
@@ -631,7 +726,7 @@ async fn delete_options(
     let bytes = body_bytes(fe, req).await?;
     let mut body = Map::new();
     if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let format = negotiate::body_format(&content_type)?;
+        let format = fe.config.formats.body_format(&content_type)?;
         match decode_body(format, &bytes, "DeleteOptions")? {
             Value::Object(m) => body = m,
             _ => return Err(Status::bad_request("DeleteOptions must be a JSON object")),
@@ -692,7 +787,7 @@ async fn subresource(
         .ok_or_else(Status::path_not_found)?;
     // Reading a namespace's status is reading the namespace.
     if sub.name == "status" && req.method() == Method::GET {
-        let output = negotiate::output(accept, rt.info.supports_table)?;
+        let output = fe.config.formats.output(accept, rt.info.supports_table)?;
         let obj = fe.registry.get(rt, &info.namespace, &info.name, "").await?;
         return Ok(object_response(
             200,

@@ -6,7 +6,7 @@
 
 mod discovery;
 mod handlers;
-mod negotiate;
+pub mod negotiate;
 mod openapi;
 mod query;
 mod request;
@@ -41,6 +41,8 @@ pub struct FrontendConfig {
     pub max_body_bytes: usize,
     /// Gzip get and list responses for clients that accept it (`APIResponseCompression`).
     pub compression: bool,
+    /// The optional encodings offered (CBOR behind `CBORServingAndStorage`).
+    pub formats: negotiate::Formats,
 }
 
 impl Default for FrontendConfig {
@@ -49,6 +51,7 @@ impl Default for FrontendConfig {
             git_version: "v1.31.0-strata".into(),
             max_body_bytes: MAX_BODY_BYTES,
             compression: true,
+            formats: negotiate::Formats::default(),
         }
     }
 }

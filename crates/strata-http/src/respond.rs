@@ -53,7 +53,34 @@ pub fn value(code: u16, v: &Value, output: &Output, render: Render) -> Response<
             Ok(b) => bytes(code, b, name),
             Err(_) => json(code, v, render, "application/json"),
         },
+        Output::Cbor => bytes(code, strata_codec::cbor::encode(v), crate::negotiate::CBOR),
         Output::Json | Output::Table(_) => json(code, v, render, "application/json"),
+    }
+}
+
+/// Adds one `Warning: 299 - "<text>"` header per warning (RFC 9111 §5.5 form, as Kubernetes
+/// sends them): quotes and backslashes escaped, items with control characters dropped, repeats
+/// sent once, and the whole kept under 4096 characters by truncating items to 256.
+pub fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {
+    const BUDGET: usize = 4096;
+    const TRUNCATED: usize = 256;
+    let mut seen: Vec<&str> = Vec::new();
+    for w in warnings {
+        if !seen.contains(&w.as_str()) && !w.chars().any(char::is_control) {
+            seen.push(w);
+        }
+    }
+    let total: usize = seen.iter().map(|w| w.chars().count()).sum();
+    for w in seen {
+        let text: String = if total > BUDGET {
+            w.chars().take(TRUNCATED).collect()
+        } else {
+            w.to_string()
+        };
+        let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_bytes(format!("299 - \"{escaped}\"").as_bytes()) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
     }
 }
 
@@ -75,6 +102,7 @@ pub fn status(s: &Status, render: Render) -> Response<Body> {
     let mut resp = match render.errors {
         ErrorFormat::Yaml => yaml(code, &s.to_value()),
         ErrorFormat::Protobuf(name) => value(code, &s.to_value(), &Output::Protobuf(name), render),
+        ErrorFormat::Cbor => value(code, &s.to_value(), &Output::Cbor, render),
         ErrorFormat::Json => json(code, &s.to_value(), render, "application/json"),
     };
     if let Some(secs) = s.retry_after() {

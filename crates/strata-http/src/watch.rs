@@ -60,15 +60,19 @@ impl WatchBody {
     /// Appends one event (a JSON line, or a length-prefixed protobuf frame); returns false when
     /// the item ends the stream.
     fn encode(&mut self, item: StreamItem, out: &mut BytesMut) -> bool {
-        if matches!(self.output, Output::Protobuf(_)) {
-            return self.encode_protobuf(item, out);
+        match self.output {
+            Output::Protobuf(_) => return self.encode_protobuf(item, out),
+            Output::Cbor => return encode_cbor(item, out),
+            _ => {}
         }
         let (kind, object, last) = match item {
             StreamItem::Event(t, obj) => {
                 let bytes = match &self.output {
                     // Watches are never negotiated to YAML (no stream form); protobuf is
                     // framed by `encode_protobuf`.
-                    Output::Json | Output::Yaml | Output::Protobuf(_) => obj.json().clone(),
+                    Output::Json | Output::Yaml | Output::Protobuf(_) | Output::Cbor => {
+                        obj.json().clone()
+                    }
                     Output::Table(target) => {
                         let columns = !self.columns_sent;
                         self.columns_sent = true;
@@ -109,6 +113,33 @@ impl WatchBody {
         out.extend_from_slice(&object);
         out.extend_from_slice(b"}\n");
         !last
+    }
+}
+
+/// Appends one event as a CBOR data item of an `application/cbor-seq` stream: the map
+/// `{type, object}`, made once per object and event type and shared by every watcher.
+fn encode_cbor(item: StreamItem, out: &mut BytesMut) -> bool {
+    let event = |kind: &str, object: serde_json::Value| {
+        strata_codec::cbor::encode(&serde_json::json!({"type": kind, "object": object}))
+    };
+    match item {
+        StreamItem::Event(t, obj) => {
+            let kind = t.as_str();
+            let bytes = obj.encoded(&format!("cbor-event;{kind}"), |c| {
+                let object = serde_json::from_slice(c.json()).unwrap_or_default();
+                Bytes::from(event(kind, object))
+            });
+            out.extend_from_slice(&bytes);
+            true
+        }
+        StreamItem::Bookmark(v) => {
+            out.extend_from_slice(&event("BOOKMARK", v));
+            true
+        }
+        StreamItem::Error(s) => {
+            out.extend_from_slice(&event("ERROR", s.to_value()));
+            false
+        }
     }
 }
 

@@ -61,7 +61,8 @@ impl<'a> Node<'a> {
                     Some(next) => inner = next,
                     None => break,
                 }
-            } else if let Some([only]) = inner.get("allOf").and_then(Value::as_array).map(|a| &a[..])
+            } else if let Some([only]) =
+                inner.get("allOf").and_then(Value::as_array).map(|a| &a[..])
             {
                 inner = only;
             } else {
@@ -87,7 +88,11 @@ impl<'a> Node<'a> {
         if self.inner.get("properties").is_some() {
             return Shape::Struct;
         }
-        if self.inner.get("additionalProperties").is_some_and(Value::is_object) {
+        if self
+            .inner
+            .get("additionalProperties")
+            .is_some_and(Value::is_object)
+        {
             return Shape::Map;
         }
         match self.keyword("type").and_then(Value::as_str) {
@@ -145,7 +150,10 @@ impl<'a> Node<'a> {
 
     /// `x-kubernetes-list-type`, defaulting to atomic.
     pub fn list_type(&self) -> ListType {
-        match self.keyword("x-kubernetes-list-type").and_then(Value::as_str) {
+        match self
+            .keyword("x-kubernetes-list-type")
+            .and_then(Value::as_str)
+        {
             Some("set") => ListType::Set,
             Some("map") => ListType::Map(
                 self.keyword("x-kubernetes-list-map-keys")
@@ -164,7 +172,9 @@ impl<'a> Node<'a> {
 
     /// Whether an object is owned and replaced as a whole (`x-kubernetes-map-type: atomic`).
     pub fn atomic_map(&self) -> bool {
-        self.keyword("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+        self.keyword("x-kubernetes-map-type")
+            .and_then(Value::as_str)
+            == Some("atomic")
     }
 
     /// The strategic-merge strategies of this field (`x-kubernetes-patch-strategy`, a
@@ -172,7 +182,12 @@ impl<'a> Node<'a> {
     pub fn patch_strategies(&self) -> Vec<&'a str> {
         self.keyword("x-kubernetes-patch-strategy")
             .and_then(Value::as_str)
-            .map(|s| s.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -276,7 +291,11 @@ impl Node<'_> {
             _ => true,
         };
         if !fits {
-            let at = if path.is_empty() { "<root>" } else { path.as_str() };
+            let at = if path.is_empty() {
+                "<root>"
+            } else {
+                path.as_str()
+            };
             return Err(format!(
                 "{at}: expected {expected}, got {}",
                 json_type(value)

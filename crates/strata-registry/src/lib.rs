@@ -14,6 +14,7 @@ pub mod strategy;
 mod validation;
 pub mod version;
 mod watch;
+mod write;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +32,7 @@ pub use selection::Selection;
 pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
 pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
 pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
+pub use write::{default_manager, validate_manager, Body, FieldValidation, PatchKind, Written};
 
 use crate::cache::JsonDecoder;
 use crate::errors::{cache_error, store_error};
@@ -58,7 +60,12 @@ impl std::fmt::Debug for RegisteredType {
 pub struct WriteOptions {
     /// `dryRun=All`: run every stage but store nothing.
     pub dry_run: bool,
+    /// The manager recorded in managedFields: `fieldManager`, or the frontend's default from the
+    /// User-Agent. Required for apply.
     pub field_manager: String,
+    pub field_validation: FieldValidation,
+    /// Apply only: take ownership of conflicting fields.
+    pub force: bool,
 }
 
 /// Options of delete.
@@ -552,10 +559,39 @@ impl Registry {
         &self,
         rt: &RegisteredType,
         namespace: &str,
-        body: Value,
+        body: impl Into<Body>,
         opts: &WriteOptions,
+    ) -> Result<Written, Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = body.into();
+        let warnings = write::check_fields(
+            &rt.info,
+            &mut value,
+            &duplicates,
+            opts.field_validation,
+            write::Stage::Body,
+        )?;
+        let obj = self.decode_body(rt, value)?;
+        let object = self.create_object(rt, namespace, obj, opts, true).await?;
+        Ok(Written {
+            object,
+            warnings,
+            created: true,
+        })
+    }
+
+    /// Creates `obj`, already decoded and field-checked. `track` records the write in
+    /// managedFields as an Update (an apply that creates has recorded itself already).
+    async fn create_object(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        mut obj: Object,
+        opts: &WriteOptions,
+        track: bool,
     ) -> Result<Object, Status> {
-        let mut obj = self.decode_body(rt, body)?;
         if rt.info.namespaced() {
             match obj.namespace() {
                 "" => obj.set_namespace(namespace),
@@ -589,6 +625,10 @@ impl Registry {
             "generation",
         ] {
             obj.set_meta_value(field, None);
+        }
+        // Ownership is recorded for what the client sent, before the kind's own changes.
+        if track {
+            obj = write::track_update(&rt.info, None, obj, opts)?;
         }
         rt.strategy.prepare_for_create(&mut obj);
         obj.drop_empty_metadata();
@@ -709,10 +749,21 @@ impl Registry {
         rt: &RegisteredType,
         namespace: &str,
         name: &str,
-        body: Value,
+        body: impl Into<Body>,
         opts: &WriteOptions,
-    ) -> Result<Object, Status> {
-        let mut obj = self.decode_body(rt, body)?;
+    ) -> Result<Written, Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = body.into();
+        let warnings = write::check_fields(
+            &rt.info,
+            &mut value,
+            &duplicates,
+            opts.field_validation,
+            write::Stage::Body,
+        )?;
+        let mut obj = self.decode_body(rt, value)?;
         if obj.name() != name {
             return Err(Status::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -732,67 +783,184 @@ impl Registry {
         } else {
             obj.set_namespace("");
         }
-        let precondition = obj.resource_version().to_string();
-        self.guaranteed_update(
-            rt,
-            namespace,
-            name,
-            &precondition,
-            opts,
-            |_| Ok(obj.clone()),
-        )
-        .await
+        let object = self
+            .guaranteed_update(rt, namespace, name, opts, None, |_| Ok(obj.clone()))
+            .await?;
+        Ok(Written {
+            object,
+            warnings,
+            created: false,
+        })
     }
 
-    /// Applies a JSON merge patch (RFC 7386) to an object.
-    pub async fn merge_patch(
+    /// Patches an object with a JSON, merge or strategic patch, or applies a configuration
+    /// (server-side apply, which creates the object when it is absent).
+    pub async fn patch(
         &self,
         rt: &RegisteredType,
         namespace: &str,
         name: &str,
-        patch: Value,
+        kind: PatchKind,
+        patch: impl Into<Body>,
         opts: &WriteOptions,
-    ) -> Result<Object, Status> {
-        if !patch.is_object() {
-            return Err(Status::bad_request("the merge patch must be a JSON object"));
+    ) -> Result<Written, Status> {
+        let patch = patch.into();
+        if kind == PatchKind::Strategic && !rt.info.supports_strategic_merge {
+            return Err(Status::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ]));
         }
-        let precondition = patch
-            .get("metadata")
-            .and_then(|m| m.get("resourceVersion"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        self.guaranteed_update(rt, namespace, name, &precondition, opts, |current| {
-            let mut doc = current.clone().into_value();
-            strata_patch::merge_patch(&mut doc, &patch);
-            let obj = self.decode_body(rt, doc)?;
-            Ok(obj)
+        if kind == PatchKind::Apply {
+            return self.apply(rt, namespace, name, patch, opts).await;
+        }
+        if kind != PatchKind::Json && !patch.value.is_object() {
+            return Err(Status::bad_request(
+                "error decoding patch: the patch must be a JSON object",
+            ));
+        }
+        let warnings = std::sync::Mutex::new(Vec::new());
+        let object = self
+            .guaranteed_update(rt, namespace, name, opts, None, |current| {
+                let mut doc = write::apply_patch(
+                    &rt.info,
+                    kind,
+                    &current.clone().into_value(),
+                    &patch.value,
+                )?;
+                let found = write::check_fields(
+                    &rt.info,
+                    &mut doc,
+                    &patch.duplicates,
+                    opts.field_validation,
+                    write::Stage::Patch,
+                )?;
+                *warnings.lock().unwrap_or_else(|e| e.into_inner()) = found;
+                self.decode_patched(rt, doc)
+            })
+            .await?;
+        Ok(Written {
+            object,
+            warnings: warnings.into_inner().unwrap_or_else(|e| e.into_inner()),
+            created: false,
         })
-        .await
+    }
+
+    /// Server-side apply: merges the applied configuration into the object, or creates it.
+    async fn apply(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        patch: Body,
+        opts: &WriteOptions,
+    ) -> Result<Written, Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = patch;
+        let warnings = write::check_fields(
+            &rt.info,
+            &mut value,
+            &duplicates,
+            opts.field_validation,
+            write::Stage::Apply,
+        )?;
+        let applied = write::applied_config(&rt.info, value, namespace, name)?;
+        loop {
+            let updated = self
+                .guaranteed_update(rt, namespace, name, opts, Some(&applied), |current| {
+                    Ok(current.clone())
+                })
+                .await;
+            match updated {
+                Ok(object) => {
+                    return Ok(Written {
+                        object,
+                        warnings,
+                        created: false,
+                    })
+                }
+                Err(s) if s.code == 404 => {}
+                Err(s) => return Err(s),
+            }
+            let obj = write::apply_to(&rt.info, None, &applied, opts)?;
+            let obj = self.decode_body(rt, obj)?;
+            match self.create_object(rt, namespace, obj, opts, false).await {
+                Ok(object) => {
+                    return Ok(Written {
+                        object,
+                        warnings,
+                        created: true,
+                    })
+                }
+                // Created by someone else meanwhile: apply to theirs.
+                Err(s) if s.code == 409 && s.reason == "AlreadyExists" => continue,
+                Err(s) => return Err(s),
+            }
+        }
+    }
+
+    /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
+    fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
+        let text = serde_json::to_string(&doc).unwrap_or_default();
+        self.decode_body(rt, doc).map_err(|s| {
+            let why = s
+                .message
+                .rsplit_once(": ")
+                .map(|(_, w)| w.to_string())
+                .unwrap_or(s.message);
+            Status::invalid(
+                "",
+                "",
+                "",
+                &[FieldError::invalid_string("patch", &text, why)],
+            )
+        })
     }
 
     /// The read-modify-write loop of every update: reads the current object, builds the new one
     /// with `mutate`, and swaps it in if nothing changed meanwhile. A conflict retries unless
     /// the client named the `resourceVersion` it expects (`precondition`).
+    ///
+    /// The new object's `resourceVersion`, when set (by a PUT body, a patch, or an applied
+    /// configuration), is a precondition: it must be the current one, or 409.
     async fn guaranteed_update(
         &self,
         rt: &RegisteredType,
         namespace: &str,
         name: &str,
-        precondition: &str,
         opts: &WriteOptions,
+        applied: Option<&Value>,
         mutate: impl Fn(&Object) -> Result<Object, Status>,
     ) -> Result<Object, Status> {
         let info = &rt.info;
         let key = info.key(namespace, name);
         loop {
             let (kv, current) = self.read_current(rt, &key, name).await?;
+            let mut obj = match applied {
+                Some(config) => {
+                    let merged = write::apply_to(info, Some(&current), config, opts)?;
+                    self.decode_patched(rt, merged)?
+                }
+                None => mutate(&current)?,
+            };
+            let precondition = match applied {
+                Some(config) => config
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                None => obj.resource_version(),
+            };
             if !precondition.is_empty() && precondition != current.resource_version() {
                 to_revision(precondition)?;
                 return Err(Status::stale_conflict(&info.group, &info.resource, name));
             }
-            let mut obj = mutate(&current)?;
             let mut errors = validation::validate_object_meta_update(info, &mut obj, &current);
+            if applied.is_none() {
+                obj = write::track_update(info, Some(&current), obj, opts)?;
+            }
             rt.strategy.prepare_for_update(&mut obj, &current);
             obj.drop_empty_metadata();
             if errors.is_empty() {
@@ -816,7 +984,7 @@ impl Registry {
                         obj.set_resource_version(current.resource_version());
                         return Ok(obj);
                     }
-                    Err(StoreError::Conflict { .. }) if precondition.is_empty() => continue,
+                    Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(store_error(rt, name, e)),
                 }
             }
@@ -830,7 +998,8 @@ impl Registry {
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
                     return Ok(obj);
                 }
-                Err(StoreError::Conflict { .. }) if precondition.is_empty() => continue,
+                // Retried: a precondition then fails against the newer object, as it should.
+                Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(rt, name, e)),
             }
         }

@@ -131,6 +131,9 @@ impl Server {
         bootstrap(&registry).await?;
         let frontend_config = FrontendConfig {
             compression: config.gate("APIResponseCompression"),
+            formats: strata_http::negotiate::Formats {
+                cbor: config.gate("CBORServingAndStorage"),
+            },
             ..FrontendConfig::default()
         };
         let frontend = Arc::new(Frontend::new(registry, frontend_config));
