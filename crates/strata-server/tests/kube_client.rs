@@ -442,3 +442,97 @@ async fn dry_run_create_of_an_existing_name_conflicts() {
     );
     assert_eq!(sas.get("taken").await.unwrap(), existing);
 }
+
+/// Every patch type through `kube::Api::patch`, with `PatchParams` (field manager, force, dry
+/// run), and server-side apply conflicts as the client sees them.
+#[tokio::test]
+async fn patch_types_and_server_side_apply() {
+    let s = TestServer::start();
+    let api: Api<ServiceAccount> = Api::default_namespaced(client(&s));
+    let mut first = sa("kp");
+    first.secrets = Some(vec![k8s_openapi::api::core::v1::ObjectReference {
+        name: Some("s1".into()),
+        ..Default::default()
+    }]);
+    api.create(&PostParams::default(), &first)
+        .await
+        .expect("create");
+
+    // Strategic: secrets merge on name.
+    let p = json!({"secrets": [{"name": "s2"}], "metadata": {"labels": {"a": "1"}}});
+    let got = api
+        .patch("kp", &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .expect("strategic patch");
+    let secrets: Vec<String> = got
+        .secrets
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|s| s.name)
+        .collect();
+    // Elements the patch names come first, as Kubernetes orders a merged list.
+    assert_eq!(secrets, ["s2", "s1"]);
+
+    // JSON patch.
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/metadata/labels/a", "value": "2"}
+    ]))
+    .expect("a JSON patch");
+    let got = api
+        .patch("kp", &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+        .expect("json patch");
+    assert_eq!(got.labels()["a"], "2");
+
+    // Dry run changes nothing.
+    let p = json!({"metadata": {"labels": {"a": "dry"}}});
+    let got = api
+        .patch("kp", &PatchParams::default().dry_run(), &Patch::Merge(&p))
+        .await
+        .expect("dry-run patch");
+    assert_eq!(got.labels()["a"], "dry");
+    assert_eq!(api.get("kp").await.expect("get").labels()["a"], "2");
+
+    // Apply: creates, then conflicts with another manager, then forces.
+    let applied = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "kp-ssa", "labels": {"owner": "one"}}
+    });
+    let got = api
+        .patch(
+            "kp-ssa",
+            &PatchParams::apply("one"),
+            &Patch::Apply(&applied),
+        )
+        .await
+        .expect("apply creates");
+    assert_eq!(got.labels()["owner"], "one");
+    let fields = got.managed_fields();
+    assert_eq!(fields.len(), 1);
+    assert_eq!(fields[0].manager.as_deref(), Some("one"));
+    assert_eq!(fields[0].operation.as_deref(), Some("Apply"));
+
+    let rival = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "kp-ssa", "labels": {"owner": "two"}}
+    });
+    let err = api_error(
+        api.patch("kp-ssa", &PatchParams::apply("two"), &Patch::Apply(&rival))
+            .await,
+    );
+    assert_eq!(err.code, 409);
+    assert!(
+        err.message.contains("conflict with \"one\""),
+        "{}",
+        err.message
+    );
+    let got = api
+        .patch(
+            "kp-ssa",
+            &PatchParams::apply("two").force(),
+            &Patch::Apply(&rival),
+        )
+        .await
+        .expect("forced apply");
+    assert_eq!(got.labels()["owner"], "two");
+}

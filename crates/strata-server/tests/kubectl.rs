@@ -744,3 +744,220 @@ fn kubectl_1_37_wait_for_delete() {
 // Not yet covered here, on purpose: strict field validation (`create -f` with unknown fields
 // must fail with "strict decoding error") belongs to the field-validation issue, and kubectl's
 // `get` columns follow spec §2.6 (Name, Created At), which the HTTP tests check.
+
+const APP_V1: &str = "apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: app
+  labels:
+    tier: web
+    owner: team-a
+secrets:
+- name: token-a
+imagePullSecrets:
+- name: registry-a
+";
+
+const APP_V2: &str = "apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: app
+  labels:
+    tier: api
+secrets:
+- name: token-a
+- name: token-b
+imagePullSecrets:
+- name: registry-b
+";
+
+/// Client-side apply (three-way strategic merge patches), diff, edit and every `patch --type`.
+fn apply_diff_edit_patch(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    let v1 = k.manifest("app-v1.yaml", APP_V1);
+    let v2 = k.manifest("app-v2.yaml", APP_V2);
+    let out = k.ok(&["apply", "-f", &v1]);
+    assert_eq!(out.trim(), "serviceaccount/app created");
+    let live = k.get_json(&["sa", "app"]);
+    assert!(
+        live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+
+    // diff shows what v2 would change (exit 1 means "differences found") and changes nothing.
+    let r = k.run(&["diff", "-f", &v2]);
+    assert_eq!(r.status.code(), Some(1), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("tier: api"), "{}", r.stdout);
+    assert!(r.stdout.contains("token-b"), "{}", r.stdout);
+    assert_eq!(
+        k.get_json(&["sa", "app"])["metadata"]["resourceVersion"],
+        live["metadata"]["resourceVersion"]
+    );
+
+    // A second apply: the label it dropped goes, the one it changed changes, secrets merge by
+    // name and imagePullSecrets (atomic) is replaced.
+    let out = k.ok(&["apply", "-f", &v2]);
+    assert_eq!(out.trim(), "serviceaccount/app configured");
+    let now = k.get_json(&["sa", "app"]);
+    assert_eq!(now["metadata"]["labels"], json!({"tier": "api"}));
+    assert_eq!(
+        now["secrets"],
+        json!([{"name": "token-a"}, {"name": "token-b"}])
+    );
+    assert_eq!(now["imagePullSecrets"], json!([{"name": "registry-b"}]));
+    let r = k.run(&["diff", "-f", &v2]);
+    assert_eq!(r.status.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
+    // Applying the same file again changes nothing.
+    let out = k.ok(&["apply", "-f", &v2]);
+    assert_eq!(out.trim(), "serviceaccount/app unchanged");
+
+    // edit through an editor that rewrites the label.
+    let mut cmd = k.command(&["edit", "sa", "app"]);
+    cmd.env("KUBE_EDITOR", "sed -i s/tier:\\ api/tier:\\ edited/");
+    let r = run_with_timeout(&mut cmd, k.dir.path(), TIMEOUT);
+    assert!(r.success(), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("serviceaccount/app edited"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        k.get_json(&["sa", "app"])["metadata"]["labels"]["tier"],
+        "edited"
+    );
+
+    // patch in each type.
+    k.ok(&[
+        "patch",
+        "sa",
+        "app",
+        "-p",
+        r#"{"secrets":[{"name":"token-c"}]}"#,
+    ]);
+    let now = k.get_json(&["sa", "app"]);
+    assert_eq!(
+        now["secrets"],
+        json!([{"name": "token-c"}, {"name": "token-a"}, {"name": "token-b"}]),
+        "strategic is the default and merges on name, patch elements first"
+    );
+    k.ok(&[
+        "patch",
+        "sa",
+        "app",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/secrets/1"},{"op":"add","path":"/metadata/labels/j","value":"1"}]"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "sa",
+        "app",
+        "--type=merge",
+        "-p",
+        r#"{"automountServiceAccountToken":false}"#,
+    ]);
+    let now = k.get_json(&["sa", "app"]);
+    assert_eq!(
+        now["secrets"],
+        json!([{"name": "token-c"}, {"name": "token-b"}])
+    );
+    assert_eq!(now["metadata"]["labels"]["j"], "1");
+    assert_eq!(now["automountServiceAccountToken"], false);
+    let r = k.fails(&[
+        "patch",
+        "sa",
+        "app",
+        "--type=json",
+        "-p",
+        r#"[{"op":"test","path":"/metadata/labels/j","value":"2"}]"#,
+    ]);
+    assert!(r.stderr.contains("The request is invalid"), "{}", r.stderr);
+}
+
+/// Server-side apply with field managers and conflicts, and field validation levels.
+fn server_side_apply_and_validation(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    let v1 = k.manifest("ssa-v1.yaml", &APP_V1.replace("name: app", "name: ssa"));
+    let out = k.ok(&["apply", "--server-side", "-f", &v1]);
+    assert_eq!(out.trim(), "serviceaccount/ssa serverside-applied");
+    let live = k.get_json(&["sa", "ssa", "--show-managed-fields"]);
+    let entry = &live["metadata"]["managedFields"][0];
+    assert_eq!(entry["manager"], "kubectl");
+    assert_eq!(entry["operation"], "Apply");
+
+    // Another manager changing an owned field conflicts, then forces.
+    let other = k.manifest(
+        "ssa-other.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ssa\n  labels:\n    tier: batch\n",
+    );
+    let r = k.fails(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "-f",
+        &other,
+    ]);
+    assert!(r.stderr.contains("conflict"), "{}", r.stderr);
+    assert!(r.stderr.contains(".metadata.labels.tier"), "{}", r.stderr);
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ]);
+    assert_eq!(
+        k.get_json(&["sa", "ssa"])["metadata"]["labels"]["tier"],
+        "batch"
+    );
+
+    // Server-side dry run of an apply stores nothing.
+    let dry = k.manifest(
+        "ssa-dry.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ssa-dry\n",
+    );
+    let out = k.ok(&["apply", "--server-side", "--dry-run=server", "-f", &dry]);
+    assert!(out.contains("ssa-dry"), "{out}");
+    k.fails(&["get", "sa", "ssa-dry"]);
+
+    // Unknown fields: strict (the default) refuses, warn stores without them.
+    let bad = k.manifest(
+        "bad.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: bad\nspec:\n  replicas: 1\n",
+    );
+    let r = k.fails(&["create", "-f", &bad]);
+    assert!(r.stderr.contains("unknown field \"spec\""), "{}", r.stderr);
+    let r = k.fails(&["create", "--validate=strict", "-f", &bad]);
+    assert!(r.stderr.contains("unknown field \"spec\""), "{}", r.stderr);
+    let r = k.run(&["create", "--validate=warn", "-f", &bad]);
+    assert!(r.success(), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("unknown field \"spec\""), "{}", r.stderr);
+    assert!(k.get_json(&["sa", "bad"]).get("spec").is_none());
+}
+
+#[test]
+fn kubectl_1_31_apply_diff_edit_patch() {
+    apply_diff_edit_patch(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_apply_diff_edit_patch() {
+    apply_diff_edit_patch(Version::V1_37);
+}
+
+#[test]
+fn kubectl_1_31_server_side_apply_and_validation() {
+    server_side_apply_and_validation(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_server_side_apply_and_validation() {
+    server_side_apply_and_validation(Version::V1_37);
+}

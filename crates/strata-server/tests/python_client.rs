@@ -202,6 +202,65 @@ assert seen == [("ADDED", "p4"), ("DELETED", "p1")], seen
 print("OK")
 "#;
 
+/// Patches from the Python client: `patch_namespaced_service_account` with a dict (sent as a
+/// strategic merge patch) and with a list (a JSON patch), and DynamicClient server-side apply.
+const PATCH_SCRIPT: &str = r#"
+import sys
+
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+cfg = client.Configuration()
+cfg.host = "http://" + sys.argv[1]
+api_client = client.ApiClient(cfg)
+v1 = client.CoreV1Api(api_client)
+
+v1.create_namespaced_service_account("default", {
+    "metadata": {"name": "py", "labels": {"a": "1"}},
+    "secrets": [{"name": "s1"}],
+})
+# A dict body goes out as a strategic merge patch: secrets merge on their name.
+sa = v1.patch_namespaced_service_account("py", "default", {
+    "metadata": {"labels": {"b": "2"}},
+    "secrets": [{"name": "s2"}],
+})
+assert sa.metadata.labels == {"a": "1", "b": "2"}, sa.metadata.labels
+# Elements the patch names come first, as Kubernetes orders a merged list.
+assert [s.name for s in sa.secrets] == ["s2", "s1"], sa.secrets
+
+# A list body is a JSON patch.
+sa = v1.patch_namespaced_service_account("py", "default", [
+    {"op": "remove", "path": "/metadata/labels/a"},
+])
+assert sa.metadata.labels == {"b": "2"}, sa.metadata.labels
+
+# Server-side apply through the dynamic client.
+dyn = dynamic.DynamicClient(api_client)
+sas = dyn.resources.get(api_version="v1", kind="ServiceAccount")
+applied = sas.server_side_apply(
+    body={"apiVersion": "v1", "kind": "ServiceAccount",
+          "metadata": {"name": "py-ssa", "namespace": "default", "labels": {"by": "python"}}},
+    namespace="default", field_manager="python-ssa")
+assert applied.metadata.labels["by"] == "python", applied
+managers = [(m.manager, m.operation) for m in applied.metadata.managedFields]
+assert managers == [("python-ssa", "Apply")], managers
+try:
+    sas.server_side_apply(
+        body={"apiVersion": "v1", "kind": "ServiceAccount",
+              "metadata": {"name": "py-ssa", "namespace": "default", "labels": {"by": "other"}}},
+        namespace="default", field_manager="other")
+    raise AssertionError("expected a conflict")
+except ApiException as e:
+    assert e.status == 409, (e.status, e.body)
+applied = sas.server_side_apply(
+    body={"apiVersion": "v1", "kind": "ServiceAccount",
+          "metadata": {"name": "py-ssa", "namespace": "default", "labels": {"by": "other"}}},
+    namespace="default", field_manager="other", force_conflicts=True)
+assert applied.metadata.labels["by"] == "other", applied
+
+print("OK")
+"#;
+
 /// Whether python3 with the `kubernetes` package is there; prints a loud skip notice if not.
 fn python_client_available() -> bool {
     let probe = Command::new("python3")
@@ -252,5 +311,12 @@ fn python_kubernetes_client() {
 fn python_watch() {
     if python_client_available() {
         run_script(WATCH_SCRIPT);
+    }
+}
+
+#[test]
+fn python_patches_and_server_side_apply() {
+    if python_client_available() {
+        run_script(PATCH_SCRIPT);
     }
 }

@@ -734,3 +734,16 @@ impl Http {
         r.json()
     }
 }
+
+/// Merges `patch` into `target` recursively (objects merge, anything else replaces): the tests'
+/// way of building a body from a base and a variation.
+pub fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}

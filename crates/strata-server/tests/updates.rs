@@ -1,0 +1,616 @@
+//! Updates over HTTP (spec §4.6, §4.7, §4.9): PUT with optimistic concurrency, the four patch
+//! types, server-side apply with managedFields and conflicts, dry run, and field validation.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{assert_status, rv_of, sa_path, Reply, TestServer};
+use serde_json::{json, Value};
+
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE: &str = "application/merge-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+
+async fn create_sa(s: &TestServer, name: &str, extra: Value) -> Value {
+    let mut body = json!({"metadata": {"name": name}});
+    common::merge(&mut body, &extra);
+    let r = s.post_json(&sa_path("default"), &body).await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+async fn patch(s: &TestServer, path: &str, content_type: &str, body: &Value) -> Reply {
+    s.http().send_json("PATCH", path, body, content_type).await
+}
+
+fn warnings(r: &Reply) -> Vec<String> {
+    r.headers
+        .get_all("warning")
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect()
+}
+
+fn managers(obj: &Value) -> Vec<(String, String)> {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    (
+                        e["manager"].as_str().unwrap_or("").to_string(),
+                        e["operation"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn put_is_optimistic_and_a_no_op_keeps_the_version() {
+    let s = TestServer::start();
+    let created = create_sa(&s, "p1", json!({"metadata": {"labels": {"a": "1"}}})).await;
+    let path = format!("{}/p1", sa_path("default"));
+
+    // A stale resourceVersion is 409 with Kubernetes' wording.
+    let mut stale = created.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    let r = s.put_json(&path, &stale).await;
+    assert_status(&r, 409, "Conflict");
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("the object has been modified; please apply your changes to the latest version and try again"));
+
+    // Without a resourceVersion the update is unconditional.
+    let mut plain = json!({"metadata": {"name": "p1", "labels": {"a": "2"}}});
+    let r = s.put_json(&path, &plain).await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let updated = r.json();
+    assert!(rv_of(&updated) > rv_of(&created));
+    assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_eq!(
+        updated["metadata"]["creationTimestamp"],
+        created["metadata"]["creationTimestamp"]
+    );
+
+    // The same content again: no new resourceVersion.
+    let r = s.put_json(&path, &updated).await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(rv_of(&r.json()), rv_of(&updated));
+
+    // The uid is immutable.
+    plain["metadata"]["uid"] = json!("not-the-uid");
+    let r = s.put_json(&path, &plain).await;
+    assert_status(&r, 422, "Invalid");
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("metadata.uid"));
+}
+
+#[tokio::test]
+async fn json_patch_applies_all_or_nothing() {
+    let s = TestServer::start();
+    create_sa(
+        &s,
+        "j1",
+        json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "secrets": [{"name": "s1"}]}),
+    )
+    .await;
+    let path = format!("{}/j1", sa_path("default"));
+    let ops = json!([
+        {"op": "test", "path": "/metadata/labels/a", "value": "1"},
+        {"op": "add", "path": "/metadata/labels/c", "value": "3"},
+        {"op": "replace", "path": "/metadata/labels/a", "value": "10"},
+        {"op": "remove", "path": "/metadata/labels/b"},
+        {"op": "copy", "from": "/metadata/labels/c", "path": "/metadata/labels/d"},
+        {"op": "move", "from": "/metadata/labels/d", "path": "/metadata/labels/e"},
+        {"op": "add", "path": "/secrets/-", "value": {"name": "s2"}}
+    ]);
+    let r = patch(&s, &path, JSON_PATCH, &ops).await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(
+        v["metadata"]["labels"],
+        json!({"a": "10", "c": "3", "e": "3"})
+    );
+    assert_eq!(v["secrets"], json!([{"name": "s1"}, {"name": "s2"}]));
+
+    // A failing test fails the whole patch and changes nothing.
+    let r = patch(
+        &s,
+        &path,
+        JSON_PATCH,
+        &json!([
+            {"op": "add", "path": "/metadata/labels/x", "value": "y"},
+            {"op": "test", "path": "/metadata/labels/a", "value": "nope"}
+        ]),
+    )
+    .await;
+    assert_status(&r, 422, "Invalid");
+    let got = s.get(&path).await.json();
+    assert_eq!(got["metadata"]["labels"], v["metadata"]["labels"]);
+    assert_eq!(rv_of(&got), rv_of(&v));
+
+    // A path that does not exist.
+    let r = patch(
+        &s,
+        &path,
+        JSON_PATCH,
+        &json!([{"op": "remove", "path": "/metadata/annotations/missing"}]),
+    )
+    .await;
+    assert_status(&r, 422, "Invalid");
+
+    // Not a patch document at all.
+    let r = patch(&s, &path, JSON_PATCH, &json!({"op": "add"})).await;
+    assert_status(&r, 400, "BadRequest");
+    let r = s
+        .send("PATCH", &path, Some(b"[{"), &[("content-type", JSON_PATCH)])
+        .await;
+    assert_status(&r, 400, "BadRequest");
+}
+
+#[tokio::test]
+async fn merge_and_strategic_patches_follow_the_schema() {
+    let s = TestServer::start();
+    create_sa(
+        &s,
+        "m1",
+        json!({
+            "metadata": {"labels": {"a": "1", "b": "2"}, "finalizers": ["x/one", "x/two"]},
+            "secrets": [{"name": "s1"}, {"name": "s2"}],
+            "imagePullSecrets": [{"name": "p1"}, {"name": "p2"}]
+        }),
+    )
+    .await;
+    let path = format!("{}/m1", sa_path("default"));
+
+    // Merge patch: lists are replaced, null deletes.
+    let r = patch(
+        &s,
+        &path,
+        MERGE,
+        &json!({"metadata": {"labels": {"b": null, "c": "3"}}, "secrets": [{"name": "s3"}]}),
+    )
+    .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["metadata"]["labels"], json!({"a": "1", "c": "3"}));
+    assert_eq!(v["secrets"], json!([{"name": "s3"}]));
+
+    // Strategic: `secrets` merges on name, `imagePullSecrets` is replaced, finalizers merge.
+    let r = patch(
+        &s,
+        &path,
+        STRATEGIC,
+        &json!({
+            "metadata": {"finalizers": ["x/three"], "$deleteFromPrimitiveList/finalizers": ["x/one"]},
+            "secrets": [{"name": "s4"}, {"name": "s3", "$patch": "delete"}],
+            "imagePullSecrets": [{"name": "p3"}]
+        }),
+    )
+    .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["secrets"], json!([{"name": "s4"}]));
+    assert_eq!(v["imagePullSecrets"], json!([{"name": "p3"}]));
+    // Elements the patch names come first, as Kubernetes orders a merged list.
+    assert_eq!(v["metadata"]["finalizers"], json!(["x/three", "x/two"]));
+
+    // `$patch: replace` on a merging list replaces it whole.
+    let r = patch(
+        &s,
+        &path,
+        STRATEGIC,
+        &json!({"secrets": [{"name": "only"}, {"$patch": "replace"}]}),
+    )
+    .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["secrets"], json!([{"name": "only"}]));
+
+    // A bad directive is the client's error, and a non-object merge patch is refused.
+    let r = patch(
+        &s,
+        &path,
+        STRATEGIC,
+        &json!({"metadata": {"$patch": "explode"}}),
+    )
+    .await;
+    assert!(matches!(r.code(), 400 | 422), "{}", r.code());
+    let r = patch(&s, &path, MERGE, &json!([1, 2])).await;
+    assert_status(&r, 400, "BadRequest");
+
+    // A patch carrying a stale resourceVersion is a conflict.
+    let r = patch(
+        &s,
+        &path,
+        MERGE,
+        &json!({"metadata": {"resourceVersion": "1", "labels": {"z": "z"}}}),
+    )
+    .await;
+    assert_status(&r, 409, "Conflict");
+
+    // Unknown patch types are 415; force belongs to apply only.
+    let r = patch(&s, &path, "application/json", &json!({})).await;
+    assert_status(&r, 415, "UnsupportedMediaType");
+    let r = s
+        .http()
+        .send_json("PATCH", &format!("{path}?force=true"), &json!({}), MERGE)
+        .await;
+    assert_status(&r, 422, "Invalid");
+
+    // Patching what does not exist is 404.
+    let r = patch(
+        &s,
+        &format!("{}/absent", sa_path("default")),
+        MERGE,
+        &json!({}),
+    )
+    .await;
+    assert_status(&r, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn updates_record_managed_fields() {
+    let s = TestServer::start();
+    let r = s
+        .send(
+            "POST",
+            &format!("{}?fieldManager=creator", sa_path("default")),
+            Some(br#"{"metadata":{"name":"mf","labels":{"app":"web"}},"secrets":[{"name":"s1"}]}"#),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    let entry = &v["metadata"]["managedFields"][0];
+    assert_eq!(entry["manager"], "creator");
+    assert_eq!(entry["operation"], "Update");
+    assert_eq!(entry["apiVersion"], "v1");
+    assert_eq!(entry["fieldsType"], "FieldsV1");
+    assert!(entry["time"].as_str().unwrap().ends_with('Z'));
+    let fields = &entry["fieldsV1"];
+    assert_eq!(fields["f:metadata"]["f:labels"]["f:app"], json!({}));
+    assert!(
+        fields["f:secrets"]["k:{\"name\":\"s1\"}"].is_object(),
+        "{fields}"
+    );
+
+    // Without fieldManager the User-Agent names the manager, up to its first slash.
+    let path = format!("{}/mf", sa_path("default"));
+    let r = s
+        .send(
+            "PATCH",
+            &path,
+            Some(br#"{"metadata":{"labels":{"tier":"db"}}}"#),
+            &[
+                ("content-type", MERGE),
+                ("user-agent", "my-controller/1.2 (linux)"),
+            ],
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    let v = r.json();
+    assert!(
+        managers(&v).contains(&("my-controller".into(), "Update".into())),
+        "{:?}",
+        managers(&v)
+    );
+
+    // A manager name longer than 128 characters is refused.
+    let long = "m".repeat(129);
+    let r = s
+        .http()
+        .send_json(
+            "PATCH",
+            &format!("{path}?fieldManager={long}"),
+            &json!({}),
+            MERGE,
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_merges_and_reports_conflicts() {
+    let s = TestServer::start();
+    let path = format!("{}/ssa", sa_path("default"));
+    let config = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ssa\n  labels:\n    app: web\nsecrets:\n- name: s1\n";
+
+    // fieldManager is required.
+    let r = s
+        .send(
+            "PATCH",
+            &path,
+            Some(config.as_bytes()),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+
+    // The first apply creates.
+    let apply = |manager: &str, force: bool| {
+        format!(
+            "{path}?fieldManager={manager}{}",
+            if force { "&force=true" } else { "" }
+        )
+    };
+    let r = s
+        .send(
+            "PATCH",
+            &apply("alice", false),
+            Some(config.as_bytes()),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["metadata"]["labels"]["app"], "web");
+    assert_eq!(
+        managers(&v),
+        vec![("alice".to_string(), "Apply".to_string())]
+    );
+
+    // Applying the same again is 200 and changes nothing.
+    let r = s
+        .send(
+            "PATCH",
+            &apply("alice", false),
+            Some(config.as_bytes()),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(rv_of(&r.json()), rv_of(&v));
+
+    // Another manager setting a different value conflicts, naming the owner and the field.
+    let bob = b"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"ssa\",\"labels\":{\"app\":\"db\"}}}";
+    let r = s
+        .send(
+            "PATCH",
+            &apply("bob", false),
+            Some(bob),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_status(&r, 409, "Conflict");
+    let st = r.json();
+    assert_eq!(
+        st["message"],
+        "Apply failed with 1 conflict: conflict with \"alice\": .metadata.labels.app"
+    );
+    assert_eq!(st["details"]["causes"][0]["reason"], "FieldManagerConflict");
+    assert_eq!(st["details"]["causes"][0]["field"], ".metadata.labels.app");
+
+    // Forced, bob takes the field.
+    let r = s
+        .send(
+            "PATCH",
+            &apply("bob", true),
+            Some(bob),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["labels"]["app"], "db");
+
+    // Alice stops applying her secret: it goes, as no one else owns it.
+    let r = s
+        .send(
+            "PATCH",
+            &apply("alice", false),
+            Some(b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ssa\n"),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert!(v.get("secrets").is_none_or(|s| s == &json!([])), "{v}");
+    assert_eq!(v["metadata"]["labels"]["app"], "db");
+
+    // The wrong apiVersion, and managedFields in the body, are refused.
+    let r = s
+        .send(
+            "PATCH",
+            &apply("alice", false),
+            Some(b"apiVersion: v2\nkind: ServiceAccount\nmetadata:\n  name: ssa\n"),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    let r = s
+        .send(
+            "PATCH",
+            &apply("alice", false),
+            Some(b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ssa\n  managedFields: []\n"),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    // A stale resourceVersion in the configuration is a precondition that fails.
+    let r = s
+        .send(
+            "PATCH",
+            &apply("alice", false),
+            Some(b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ssa\n  resourceVersion: \"1\"\n"),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_status(&r, 409, "Conflict");
+}
+
+#[tokio::test]
+async fn dry_run_stores_nothing_and_emits_no_event() {
+    let s = TestServer::start();
+    let created = create_sa(&s, "d1", json!({})).await;
+    let path = format!("{}/d1", sa_path("default"));
+    let mut watch = s
+        .watch(&format!(
+            "{}?watch=true&resourceVersion={}",
+            sa_path("default"),
+            rv_of(&created)
+        ))
+        .await;
+
+    let r = s
+        .post_json(
+            &format!("{}?dryRun=All", sa_path("default")),
+            &json!({"metadata": {"name": "d2"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["name"], "d2");
+    assert_eq!(
+        s.get(&format!("{}/d2", sa_path("default"))).await.code(),
+        404
+    );
+
+    let r = s
+        .http()
+        .send_json(
+            "PATCH",
+            &format!("{path}?dryRun=All"),
+            &json!({"metadata": {"labels": {"dry": "yes"}}}),
+            MERGE,
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(r.json()["metadata"]["labels"]["dry"], "yes");
+    let r = s
+        .put_json(
+            &format!("{path}?dryRun=All"),
+            &json!({"metadata": {"name": "d1", "labels": {"dry": "put"}}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    let r = s
+        .send(
+            "PATCH",
+            &format!("{path}?dryRun=All&fieldManager=m"),
+            Some(b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: d1\n  labels:\n    dry: apply\n"),
+            &[("content-type", APPLY)],
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["labels"]["dry"], "apply");
+    let r = s.delete(&format!("{path}?dryRun=All")).await;
+    assert_eq!(r.code(), 200);
+
+    let got = s.get(&path).await.json();
+    assert_eq!(rv_of(&got), rv_of(&created));
+    assert!(got["metadata"].get("labels").is_none());
+    watch.expect_quiet(Duration::from_millis(500)).await;
+
+    let r = s
+        .post_json(
+            &format!("{}?dryRun=Some", sa_path("default")),
+            &json!({"metadata": {"name": "d3"}}),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+}
+
+#[tokio::test]
+async fn field_validation_levels() {
+    let s = TestServer::start();
+    let base = sa_path("default");
+    let body = br#"{"metadata":{"name":"f1","name":"f1","bogus":1},"spec":{"x":1}}"#;
+    let send = |level: &'static str, body: &'static [u8]| {
+        let s = s.http();
+        let path = if level.is_empty() {
+            base.clone()
+        } else {
+            format!("{base}?fieldValidation={level}")
+        };
+        async move {
+            s.send(
+                "POST",
+                &path,
+                Some(body),
+                &[("content-type", "application/json")],
+            )
+            .await
+        }
+    };
+
+    // Strict: 400 naming every problem, nothing stored.
+    let r = send("Strict", body).await;
+    assert_status(&r, 400, "BadRequest");
+    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert!(msg.starts_with("ServiceAccount in version \"v1\" cannot be handled as a ServiceAccount: strict decoding error: "), "{msg}");
+    for item in [
+        "unknown field \"metadata.bogus\"",
+        "unknown field \"spec\"",
+        "duplicate field \"metadata.name\"",
+    ] {
+        assert!(msg.contains(item), "{msg} lacks {item}");
+    }
+    assert_eq!(s.get(&format!("{base}/f1")).await.code(), 404);
+
+    // Warn (the default): stored without the unknown fields, one warning each.
+    let r = send("", body).await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let w = warnings(&r);
+    assert!(
+        w.contains(&"299 - \"unknown field \\\"spec\\\"\"".to_string()),
+        "{w:?}"
+    );
+    assert!(
+        w.contains(&"299 - \"duplicate field \\\"metadata.name\\\"\"".to_string()),
+        "{w:?}"
+    );
+    let got = s.get(&format!("{base}/f1")).await.json();
+    assert!(got.get("spec").is_none());
+    assert!(got["metadata"].get("bogus").is_none());
+
+    // Ignore: no warnings.
+    let r = send("Ignore", br#"{"metadata":{"name":"f2"},"spec":{"x":1}}"#).await;
+    assert_eq!(r.code(), 201);
+    assert!(warnings(&r).is_empty());
+
+    // Patches: Strict is 422 on `patch`; Warn warns.
+    let path = format!("{base}/f1");
+    let r = s
+        .http()
+        .send_json(
+            "PATCH",
+            &format!("{path}?fieldValidation=Strict"),
+            &json!({"spec": {"y": 1}}),
+            MERGE,
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("strict decoding error: unknown field \"spec\""));
+    let r = patch(&s, &path, STRATEGIC, &json!({"spec": {"y": 1}})).await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(warnings(&r).len(), 1);
+
+    // YAML duplicates are found too.
+    let r = s
+        .send(
+            "POST",
+            &format!("{base}?fieldValidation=Strict"),
+            Some(b"metadata:\n  name: f3\n  name: f3\n"),
+            &[("content-type", "application/yaml")],
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("duplicate field \"metadata.name\""));
+
+    // A type error wins over the level, and a bad level is refused.
+    let r = send("Ignore", br#"{"metadata":{"name":7}}"#).await;
+    assert_status(&r, 400, "BadRequest");
+    let r = send("Loud", br#"{"metadata":{"name":"f4"}}"#).await;
+    assert_status(&r, 422, "Invalid");
+}
