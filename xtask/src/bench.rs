@@ -6,6 +6,7 @@
 
 mod lists;
 mod procfs;
+mod updates;
 mod watch;
 
 use std::fmt::Write as _;
@@ -53,6 +54,7 @@ struct Parts {
     foundation: bool,
     lists: bool,
     watch: bool,
+    updates: bool,
 }
 
 impl Options {
@@ -65,6 +67,7 @@ impl Options {
                 foundation: true,
                 lists: true,
                 watch: true,
+                updates: true,
             },
             list_sizes: vec![10_000, lists::TARGET_OBJECTS],
             watch: watch::Plan {
@@ -91,15 +94,18 @@ impl Options {
                         foundation: false,
                         lists: false,
                         watch: false,
+                        updates: false,
                     });
                     for part in value("--only")?.split(',') {
                         match part {
                             "foundation" => parts.foundation = true,
                             "lists" => parts.lists = true,
                             "watch" => parts.watch = true,
+                            "updates" => parts.updates = true,
                             other => {
                                 return Err(format!(
-                                    "--only: unknown part {other:?} (foundation, lists, watch)"
+                                    "--only: unknown part {other:?} \
+                                     (foundation, lists, watch, updates)"
                                 ))
                             }
                         }
@@ -127,7 +133,7 @@ impl Options {
             options.parts = only;
         }
         if options.only_ceiling {
-            if options.parts.lists || options.parts.watch {
+            if options.parts.lists || options.parts.watch || options.parts.updates {
                 if only.is_some() {
                     return Err("--only-ceiling measures the foundation part only".into());
                 }
@@ -135,6 +141,7 @@ impl Options {
                     foundation: true,
                     lists: false,
                     watch: false,
+                    updates: false,
                 };
             }
             options.parts.foundation = true;
@@ -297,6 +304,26 @@ pub fn bench(options: &Options) -> Result<()> {
             "\nwrote the {LISTS_AND_WATCH} section of {}",
             doc_path.display()
         );
+    }
+    if options.parts.updates {
+        let measure = Duration::from_secs(options.seconds);
+        let results = runtime.block_on(updates::run(binary, scratch.path(), measure))?;
+        let table = updates::table(&results);
+        let problems = updates::problems(&results);
+        println!("\n{table}");
+        for line in &problems {
+            println!("- {line}");
+        }
+        if options.write {
+            let section = updates::section(&header, measure, &table, &problems);
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(&doc_path, replace_section(&old, updates::SECTION, &section))?;
+            eprintln!(
+                "\nwrote the {} section of {}",
+                updates::SECTION,
+                doc_path.display()
+            );
+        }
     }
     finish(options, &all_verdicts)
 }
@@ -1032,7 +1059,8 @@ mod tests {
             Parts {
                 foundation: true,
                 lists: false,
-                watch: false
+                watch: false,
+                updates: false
             }
         );
         assert!(Options::parse(&args("--seconds 0")).is_err());
@@ -1049,7 +1077,8 @@ mod tests {
             Parts {
                 foundation: true,
                 lists: true,
-                watch: true
+                watch: true,
+                updates: true
             }
         );
         assert_eq!(o.list_sizes, [10_000, 100_000]);
@@ -1072,7 +1101,8 @@ mod tests {
             Parts {
                 foundation: false,
                 lists: true,
-                watch: true
+                watch: true,
+                updates: false
             }
         );
         assert_eq!(o.list_sizes, [500, 2000]);
@@ -1088,6 +1118,8 @@ mod tests {
         assert_eq!(o.binary.as_deref(), Some(Path::new("/tmp/strata")));
         let o = Options::parse(&args("--only foundation,watch")).unwrap();
         assert!(o.parts.foundation && o.parts.watch && !o.parts.lists);
+        let o = Options::parse(&args("--only updates --seconds 2")).unwrap();
+        assert!(o.parts.updates && !o.parts.foundation && !o.parts.lists && !o.parts.watch);
 
         for bad in [
             "--only",
@@ -1098,6 +1130,7 @@ mod tests {
             "--watchers 0",
             "--rate -5",
             "--only watch --only-ceiling",
+            "--only updates --only-ceiling",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad}");
         }

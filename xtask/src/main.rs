@@ -24,9 +24,10 @@ commands:
   run [-- ARGS...]      build and start the server on 127.0.0.1:6443 with data in ./strata-data;
                         ARGS are passed to `strata serve`
   bench [OPTIONS]       whole-server load benchmarks; writes docs/benchmarks.md
-      --only PARTS      run only these, comma-separated: foundation, lists, watch
-                        (default: all three)
-      --seconds N       foundation: measured seconds per scenario (default 5; 1 s warm-up first)
+      --only PARTS      run only these, comma-separated: foundation, lists, watch, updates
+                        (default: all four)
+      --seconds N       foundation and updates: measured seconds per scenario (default 5;
+                        1 s warm-up first)
       --only-ceiling    foundation: only the hello-server ceiling (no server build, no doc update)
       --list-sizes N,.. lists: collection sizes (default 10000,100000)
       --watchers N      watch: concurrent watchers (default 1000)
