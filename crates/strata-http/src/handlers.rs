@@ -57,6 +57,8 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         }
         "/version" | "/version/" => return get_only(version(fe, render)),
         "/metrics" => return get_only(metrics(fe)),
+        "/.well-known/openid-configuration" => return get_only(openid_configuration(fe, render)),
+        "/openid/v1/jwks" => return get_only(jwks(fe, render)),
         "/api" | "/api/" => {
             let host = header_str(req.headers(), header::HOST).to_string();
             return get_only(discovery_response(
@@ -797,8 +799,50 @@ async fn subresource(
             render,
         ));
     }
+    if sub.name == "token" && req.method() == Method::POST {
+        let output = fe.config.formats.output(accept, false)?;
+        let query = Query::parse(req.uri().query());
+        // Validated like any create; a token request stores nothing either way.
+        dry_run(&query, &[], "CreateOptions")?;
+        let body = object_body(fe, req, &sub.kind.kind).await?;
+        let answer = fe
+            .registry
+            .create_token(rt, &info.namespace, &info.name, body.value)
+            .await?;
+        return Ok(respond::value(201, &answer, &output, render));
+    }
     Err(Status::method_not_allowed_for(
         &format!("{}/{}", rt.info.resource, sub.name),
         &req.method().as_str().to_ascii_lowercase(),
     ))
+}
+
+/// `/.well-known/openid-configuration`: where ServiceAccount token verifiers find the keys.
+fn openid_configuration(fe: &Frontend, render: Render) -> Response<Body> {
+    let Some(issuer) = fe.registry.token_issuer() else {
+        return respond::status(
+            &Status::service_unavailable("the token signer is not loaded yet"),
+            render,
+        );
+    };
+    let iss = issuer.issuer().trim_end_matches('/');
+    let doc = json!({
+        "issuer": issuer.issuer(),
+        "jwks_uri": format!("{iss}/openid/v1/jwks"),
+        "response_types_supported": ["id_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["ES256"],
+    });
+    respond::json(200, &doc, render, "application/json")
+}
+
+/// `/openid/v1/jwks`: the public key of ServiceAccount tokens.
+fn jwks(fe: &Frontend, render: Render) -> Response<Body> {
+    match fe.registry.token_issuer() {
+        Some(issuer) => respond::json(200, &issuer.jwks(), render, "application/jwk-set+json"),
+        None => respond::status(
+            &Status::service_unavailable("the token signer is not loaded yet"),
+            render,
+        ),
+    }
 }

@@ -19,6 +19,12 @@ pub fn format_time(t: OffsetDateTime) -> String {
 }
 
 /// Parses an RFC 3339 timestamp.
+/// Formats Unix seconds as [`format_time`] does (dates outside what RFC 3339 can write give the
+/// epoch).
+pub fn format_unix(seconds: i64) -> String {
+    format_time(OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH))
+}
+
 pub fn parse_time(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &Rfc3339).ok()
 }

@@ -11,6 +11,7 @@ mod continue_token;
 pub mod errors;
 mod selection;
 pub mod strategy;
+mod token;
 mod validation;
 pub mod version;
 mod watch;
@@ -31,6 +32,7 @@ pub use continue_token::ContinueToken;
 pub use selection::Selection;
 pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
 pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
+pub use token::TokenIssuer;
 pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
 pub use write::{default_manager, validate_manager, Body, FieldValidation, PatchKind, Written};
 
@@ -118,6 +120,8 @@ pub struct RegistryConfig {
     pub continue_token_lifetime: Duration,
     /// The WatchList feature: `sendInitialEvents` on watches.
     pub watch_list: bool,
+    /// The issuer (`iss`) of ServiceAccount tokens, and their default audience.
+    pub service_account_issuer: String,
 }
 
 impl Default for RegistryConfig {
@@ -126,6 +130,7 @@ impl Default for RegistryConfig {
             cache: CacheConfig::default(),
             continue_token_lifetime: Duration::from_secs(300),
             watch_list: true,
+            service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
         }
     }
 }
@@ -140,6 +145,7 @@ pub struct Registry {
     caches: Arc<Caches>,
     config: RegistryConfig,
     token_key: OnceLock<Vec<u8>>,
+    issuer: OnceLock<TokenIssuer>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -158,6 +164,7 @@ impl Registry {
             types: Vec::new(),
             config,
             token_key: OnceLock::new(),
+            issuer: OnceLock::new(),
         }
     }
 
@@ -198,8 +205,17 @@ impl Registry {
 
     /// Loads the watch caches and the cluster's token key; serve requests only after this.
     pub async fn start(&self) -> Result<(), Status> {
-        let key = self.load_token_key().await?;
+        let key = self.load_secret(TOKEN_KEY).await?;
         let _ = self.token_key.set(key);
+        let signing = self.load_secret(token::SIGNING_KEY).await?;
+        let issuer =
+            TokenIssuer::new(&signing, &self.config.service_account_issuer).ok_or_else(|| {
+                Status::internal(format!(
+                    "the key under {} is not a P-256 private key",
+                    token::SIGNING_KEY
+                ))
+            })?;
+        let _ = self.issuer.set(issuer);
         self.caches
             .start()
             .await
@@ -207,18 +223,16 @@ impl Registry {
     }
 
     /// Reads the continue-token key, creating it on first start (every replica reads the same).
-    async fn load_token_key(&self) -> Result<Vec<u8>, Status> {
-        let unavailable = |e: StoreError| Status::service_unavailable(format!("token key: {e}"));
+    /// Reads the 32-byte secret stored under `name`, creating it on first start. Replicas race
+    /// to create it; the loser reads the winner's.
+    async fn load_secret(&self, name: &str) -> Result<Vec<u8>, Status> {
+        let unavailable = |e: StoreError| Status::service_unavailable(format!("{name}: {e}"));
         loop {
-            if let (Some(kv), _) = self.store.get(TOKEN_KEY, None).await.map_err(unavailable)? {
+            if let (Some(kv), _) = self.store.get(name, None).await.map_err(unavailable)? {
                 return Ok(kv.value.to_vec());
             }
             let key: [u8; 32] = rand::random();
-            match self
-                .store
-                .create(TOKEN_KEY, Bytes::copy_from_slice(&key))
-                .await
-            {
+            match self.store.create(name, Bytes::copy_from_slice(&key)).await {
                 Ok(_) => return Ok(key.to_vec()),
                 Err(StoreError::Exists(_)) => continue,
                 Err(e) => return Err(unavailable(e)),
@@ -228,6 +242,32 @@ impl Registry {
 
     fn token_key(&self) -> &[u8] {
         self.token_key.get().map(Vec::as_slice).unwrap_or(b"")
+    }
+
+    /// The signer of ServiceAccount tokens (after [`Registry::start`]).
+    pub fn token_issuer(&self) -> Option<&TokenIssuer> {
+        self.issuer.get()
+    }
+
+    /// The `token` sub-resource: a TokenRequest for ServiceAccount `name`, answered with a
+    /// signed token. Nothing is stored; `dryRun` changes nothing either.
+    pub async fn create_token(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        request: Value,
+    ) -> Result<Value, Status> {
+        let issuer = self
+            .issuer
+            .get()
+            .ok_or_else(|| Status::service_unavailable("the token signer is not loaded yet"))?;
+        let sa = self.get(rt, namespace, name, "").await?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        issuer.issue(&sa, request, now)
     }
 
     pub fn config(&self) -> &RegistryConfig {

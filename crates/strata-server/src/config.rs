@@ -36,6 +36,9 @@ pub struct Config {
     pub watch_buffer_size: usize,
     /// Events each type's watch cache keeps in its window (`--watch-cache-size`).
     pub watch_cache_size: usize,
+    /// The `iss` of ServiceAccount tokens and their default audience
+    /// (`--service-account-issuer`).
+    pub service_account_issuer: String,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             watch_bookmark_interval: Duration::from_secs(1),
             watch_buffer_size: 1000,
             watch_cache_size: 100_000,
+            service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
         }
     }
 }
@@ -84,6 +88,8 @@ flags:
                                     behind is closed with 410 Expired (default 1000)
   --watch-cache-size N              events kept per resource type for resuming watches
                                     (default 100000; history older than the store's is dropped)
+  --service-account-issuer URL      issuer of ServiceAccount tokens and their default audience
+                                    (default https://kubernetes.default.svc.cluster.local)
 ";
 
 /// Parses a Go-style duration: `300ms`, `5s`, `5m`, `1h30m`; a bare number means seconds.
@@ -173,6 +179,7 @@ impl Config {
                 }
                 "--watch-buffer-size" => c.watch_buffer_size = count(&flag, &value()?)?,
                 "--watch-cache-size" => c.watch_cache_size = count(&flag, &value()?)?,
+                "--service-account-issuer" => c.service_account_issuer = value()?,
                 "--feature-gates" => {
                     for pair in value()?.split(',').filter(|p| !p.is_empty()) {
                         let (k, v) = pair

@@ -122,6 +122,7 @@ impl Server {
             },
             continue_token_lifetime: config.continue_token_lifetime,
             watch_list: config.gate("WatchList"),
+            service_account_issuer: config.service_account_issuer.clone(),
         };
         let registry = Arc::new(Registry::with_builtin_types(store.clone(), registry_config));
         registry

@@ -961,3 +961,32 @@ fn kubectl_1_31_server_side_apply_and_validation() {
 fn kubectl_1_37_server_side_apply_and_validation() {
     server_side_apply_and_validation(Version::V1_37);
 }
+
+/// `create token` (kubectl 1.37 posts a protobuf TokenRequest, 1.31 JSON) prints a token.
+fn create_token(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    k.ok(&["create", "sa", "tok"]);
+    let out = k.ok(&["create", "token", "tok", "--duration=20m", "--audience=a1"]);
+    let token = out.trim();
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(parts.len(), 3, "{out}");
+    let r = k.fails(&["create", "token", "missing"]);
+    assert!(
+        r.stderr.contains("NotFound") || r.stderr.contains("not found"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn kubectl_1_31_create_token() {
+    create_token(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_create_token() {
+    create_token(Version::V1_37);
+}

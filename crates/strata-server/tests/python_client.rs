@@ -203,7 +203,8 @@ print("OK")
 "#;
 
 /// Patches from the Python client: `patch_namespaced_service_account` with a dict (sent as a
-/// strategic merge patch) and with a list (a JSON patch), and DynamicClient server-side apply.
+/// strategic merge patch) and with a list (a JSON patch), DynamicClient server-side apply, and
+/// `create_namespaced_service_account_token`.
 const PATCH_SCRIPT: &str = r#"
 import sys
 
@@ -257,6 +258,12 @@ applied = sas.server_side_apply(
           "metadata": {"name": "py-ssa", "namespace": "default", "labels": {"by": "other"}}},
     namespace="default", field_manager="other", force_conflicts=True)
 assert applied.metadata.labels["by"] == "other", applied
+
+# The token sub-resource.
+tr = v1.create_namespaced_service_account_token(
+    "py", "default", {"spec": {"audiences": ["x"], "expirationSeconds": 600}})
+assert tr.status.token.count(".") == 2, tr.status
+assert tr.spec.audiences == ["x"], tr.spec
 
 print("OK")
 "#;
