@@ -860,7 +860,7 @@ impl Registry {
                 "error decoding patch: the patch must be a JSON object",
             ));
         }
-        let warnings = std::sync::Mutex::new(Vec::new());
+        let mut warnings = Vec::new();
         let object = self
             .guaranteed_update(rt, namespace, name, opts, None, |current| {
                 let mut doc = write::apply_patch(
@@ -876,13 +876,13 @@ impl Registry {
                     opts.field_validation,
                     write::Stage::Patch,
                 )?;
-                *warnings.lock().unwrap_or_else(|e| e.into_inner()) = found;
+                warnings = found;
                 self.decode_patched(rt, doc)
             })
             .await?;
         Ok(Written {
             object,
-            warnings: warnings.into_inner().unwrap_or_else(|e| e.into_inner()),
+            warnings,
             created: false,
         })
     }
@@ -973,7 +973,7 @@ impl Registry {
         name: &str,
         opts: &WriteOptions,
         applied: Option<&Value>,
-        mutate: impl Fn(&Object) -> Result<Object, Status>,
+        mut mutate: impl FnMut(&Object) -> Result<Object, Status>,
     ) -> Result<Object, Status> {
         let info = &rt.info;
         let key = info.key(namespace, name);
