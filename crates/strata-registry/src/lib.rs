@@ -602,18 +602,7 @@ impl Registry {
         body: impl Into<Body>,
         opts: &WriteOptions,
     ) -> Result<Written, Status> {
-        let Body {
-            mut value,
-            duplicates,
-        } = body.into();
-        let warnings = write::check_fields(
-            &rt.info,
-            &mut value,
-            &duplicates,
-            opts.field_validation,
-            write::Stage::Body,
-        )?;
-        let obj = self.decode_body(rt, value)?;
+        let (obj, warnings) = self.checked_body(rt, body.into(), opts)?;
         let object = self.create_object(rt, namespace, obj, opts, true).await?;
         Ok(Written {
             object,
@@ -754,6 +743,27 @@ impl Registry {
         }
     }
 
+    /// A POST or PUT body after field validation, decoded, with its warnings.
+    fn checked_body(
+        &self,
+        rt: &RegisteredType,
+        body: Body,
+        opts: &WriteOptions,
+    ) -> Result<(Object, Vec<String>), Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = body;
+        let warnings = write::check_fields(
+            &rt.info,
+            &mut value,
+            &duplicates,
+            opts.field_validation,
+            write::Stage::Body,
+        )?;
+        Ok((self.decode_body(rt, value)?, warnings))
+    }
+
     /// Checks the type fields of a body against the endpoint and fills them in when absent.
     fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
         let info = &rt.info;
@@ -792,18 +802,7 @@ impl Registry {
         body: impl Into<Body>,
         opts: &WriteOptions,
     ) -> Result<Written, Status> {
-        let Body {
-            mut value,
-            duplicates,
-        } = body.into();
-        let warnings = write::check_fields(
-            &rt.info,
-            &mut value,
-            &duplicates,
-            opts.field_validation,
-            write::Stage::Body,
-        )?;
-        let mut obj = self.decode_body(rt, value)?;
+        let (mut obj, warnings) = self.checked_body(rt, body.into(), opts)?;
         if obj.name() != name {
             return Err(Status::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
