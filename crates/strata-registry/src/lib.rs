@@ -767,13 +767,8 @@ impl Registry {
     /// Checks the type fields of a body against the endpoint and fills them in when absent.
     fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
         let info = &rt.info;
-        let mut obj = Object::from_value(body).map_err(|e| {
-            Status::bad_request(format!(
-                "{kind} in version {v:?} cannot be handled as a {kind}: {e}",
-                kind = info.kind,
-                v = info.version
-            ))
-        })?;
+        let mut obj =
+            Object::from_value(body).map_err(|e| write::undecodable(info, &e.to_string()))?;
         let expected_version = info.api_version();
         if !obj.api_version().is_empty() && obj.api_version() != expected_version {
             return Err(Status::bad_request(format!(
@@ -943,19 +938,13 @@ impl Registry {
 
     /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
     fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
-        let text = serde_json::to_string(&doc).unwrap_or_default();
+        let copy = doc.clone();
         self.decode_body(rt, doc).map_err(|s| {
             let why = s
                 .message
                 .rsplit_once(": ")
-                .map(|(_, w)| w.to_string())
-                .unwrap_or(s.message);
-            Status::invalid(
-                "",
-                "",
-                "",
-                &[FieldError::invalid_string("patch", &text, why)],
-            )
+                .map_or(s.message.as_str(), |(_, w)| w);
+            write::invalid_patch(&copy, why)
         })
     }
 

@@ -96,21 +96,8 @@ pub(crate) fn check_fields(
     // A value of the wrong type is fatal whatever the level, and named alone.
     if let Err(why) = schema.check_types(value) {
         return Err(match stage {
-            Stage::Body | Stage::Apply => Status::bad_request(format!(
-                "{kind} in version {v:?} cannot be handled as a {kind}: {why}",
-                kind = info.kind,
-                v = info.version
-            )),
-            Stage::Patch => Status::invalid(
-                "",
-                "",
-                "",
-                &[FieldError::invalid_string(
-                    "patch",
-                    &serde_json::to_string(value).unwrap_or_default(),
-                    why,
-                )],
-            ),
+            Stage::Body | Stage::Apply => undecodable(info, &why),
+            Stage::Patch => invalid_patch(value, &why),
         });
     }
     let unknown = schema.prune_unknown(value);
@@ -132,23 +119,34 @@ pub(crate) fn check_fields(
     }
     let listed = format!("strict decoding error: {}", items.join(", "));
     Err(match stage {
-        Stage::Body => Status::bad_request(format!(
-            "{kind} in version {v:?} cannot be handled as a {kind}: {listed}",
-            kind = info.kind,
-            v = info.version
-        )),
-        Stage::Patch => Status::invalid(
-            "",
-            "",
-            "",
-            &[FieldError::invalid_string(
-                "patch",
-                &serde_json::to_string(value).unwrap_or_default(),
-                &listed,
-            )],
-        ),
+        Stage::Body => undecodable(info, &listed),
+        Stage::Patch => invalid_patch(value, &listed),
         Stage::Apply => Status::bad_request(format!("error strict decoding YAML: {listed}")),
     })
+}
+
+/// 400 for a body that cannot be read as the endpoint's kind, as Kubernetes words it.
+pub(crate) fn undecodable(info: &ResourceType, why: &str) -> Status {
+    Status::bad_request(format!(
+        "{kind} in version {v:?} cannot be handled as a {kind}: {why}",
+        kind = info.kind,
+        v = info.version
+    ))
+}
+
+/// 422 on the field `patch`, with no kind or name (Kubernetes' ` "" is invalid: patch: ...`):
+/// a patch, or the object it produced (`value`), that cannot be accepted.
+pub(crate) fn invalid_patch(value: &Value, why: &str) -> Status {
+    Status::invalid(
+        "",
+        "",
+        "",
+        &[FieldError::invalid_string(
+            "patch",
+            &serde_json::to_string(value).unwrap_or_default(),
+            why,
+        )],
+    )
 }
 
 /// Applies a JSON, merge or strategic patch to `current`'s JSON form.
@@ -175,16 +173,7 @@ pub(crate) fn apply_patch(
     patched.map_err(|e| match e {
         PatchError::Malformed(m) => Status::bad_request(m),
         PatchError::Invalid(m) if kind == PatchKind::Json => Status::rejected_patch(m),
-        PatchError::Invalid(m) => Status::invalid(
-            "",
-            "",
-            "",
-            &[FieldError::invalid_string(
-                "patch",
-                &serde_json::to_string(patch).unwrap_or_default(),
-                &m,
-            )],
-        ),
+        PatchError::Invalid(m) => invalid_patch(patch, &m),
     })
 }
 
