@@ -41,6 +41,10 @@ const RULES: &[(&str, Allowed)] = &[
             "strata-watch",
         ]),
     ),
+    (
+        "strata-controllers",
+        Allowed::Only(&["strata-object", "strata-registry"]),
+    ),
     // strata-store is reachable from strata-http tests only, through the dev-dependency rule.
     (
         "strata-http",

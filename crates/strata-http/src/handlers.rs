@@ -290,6 +290,7 @@ fn write_options(
         field_manager,
         field_validation,
         force: false,
+        subresource: String::new(),
     })
 }
 
@@ -648,55 +649,37 @@ async fn resource(
         }
         (Method::PATCH, false) => {
             let output = fe.config.formats.output(&accept, false)?;
-            let mut opts = write_options(&query, req.headers(), "PatchOptions")?;
-            let (kind, format) = patch_kind(
-                fe.config.formats,
-                header_str(req.headers(), header::CONTENT_TYPE),
-            )?;
-            opts.force = query.has("force") && query.bool("force");
-            if kind == PatchKind::Apply {
-                if query.string("fieldManager").is_empty() {
-                    return Err(Status::invalid(
-                        "meta.k8s.io",
-                        "PatchOptions",
-                        "",
-                        &[strata_object::field::FieldError::required(
-                            "fieldManager",
-                            "is required for apply patch",
-                        )],
-                    ));
-                }
-            } else if opts.force {
-                return Err(Status::invalid(
-                    "meta.k8s.io",
-                    "PatchOptions",
-                    "",
-                    &[strata_object::field::FieldError::forbidden(
-                        "force",
-                        "may not be specified for non-apply patch",
-                    )],
-                ));
-            }
-            let bytes = body_bytes(fe, req).await?;
-            let body = decode_strict(format, &bytes, &rt.info.kind).map_err(|mut s| {
-                s.message = format!("error decoding patch: {}", s.message);
-                s
-            })?;
-            let written = fe.registry.patch(&rt, ns, name, kind, body, &opts).await?;
+            let opts = write_options(&query, req.headers(), "PatchOptions")?;
+            let written = patch_object(fe, req, &rt, ns, name, &query, opts).await?;
             let code = if written.created { 201 } else { 200 };
             Ok(written_response(code, written, &output, include, render))
         }
         (Method::DELETE, false) => {
             let output = fe.config.formats.output(&accept, false)?;
             let opts = delete_options(fe, req, &query).await?;
+            if opts.ignore_store_read_error && fe.registry.config().unsafe_malformed_object_deletion
+            {
+                authorize_unsafe_delete(fe, &rt, &info)?;
+            }
             let deleted = fe.registry.delete(&rt, ns, name, &opts).await?;
-            Ok(object_response(
-                200,
-                deleted.object,
-                &output,
-                include,
-                render,
-            ))
+            let code = if !deleted.removed && opts.accepted_status() {
+                202
+            } else {
+                200
+            };
+            Ok(match deleted.object {
+                Some(obj) => object_response(code, obj, &output, include, render),
+                // Nothing readable was left to return (a forced deletion).
+                None => {
+                    let mut status = Status::success(Some(strata_object::StatusDetails {
+                        name: name.to_string(),
+                        kind: rt.info.kind.clone(),
+                        ..Default::default()
+                    }));
+                    status.code = code;
+                    respond::value(code, &status.to_value(), &output, render)
+                }
+            })
         }
         (Method::DELETE, true) => {
             if !rt.info.has_verb(strata_object::Verb::DeleteCollection) {
@@ -718,7 +701,54 @@ async fn resource(
     }
 }
 
-/// DeleteOptions from a JSON body (when present) or the query string.
+/// A PATCH of any of the four types, of an object or through a sub-resource (`opts`).
+async fn patch_object(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    rt: &RegisteredType,
+    ns: &str,
+    name: &str,
+    query: &Query,
+    mut opts: WriteOptions,
+) -> Result<strata_registry::Written, Status> {
+    let (kind, format) = patch_kind(
+        fe.config.formats,
+        header_str(req.headers(), header::CONTENT_TYPE),
+    )?;
+    opts.force = query.has("force") && query.bool("force");
+    if kind == PatchKind::Apply {
+        if query.string("fieldManager").is_empty() {
+            return Err(Status::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                &[strata_object::field::FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            ));
+        }
+    } else if opts.force {
+        return Err(Status::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            &[strata_object::field::FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )],
+        ));
+    }
+    let bytes = body_bytes(fe, req).await?;
+    let body = decode_strict(format, &bytes, &rt.info.kind).map_err(|mut s| {
+        s.message = format!("error decoding patch: {}", s.message);
+        s
+    })?;
+    fe.registry.patch(rt, ns, name, kind, body, &opts).await
+}
+
+/// DeleteOptions from the body when there is one (any accepted encoding), else from the
+/// query string, as Kubernetes reads them; `preconditions` have no query form.
 async fn delete_options(
     fe: &Frontend,
     req: Request<Incoming>,
@@ -726,53 +756,129 @@ async fn delete_options(
 ) -> Result<DeleteOptions, Status> {
     let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
     let bytes = body_bytes(fe, req).await?;
-    let mut body = Map::new();
-    if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let format = fe.config.formats.body_format(&content_type)?;
-        match decode_body(format, &bytes, "DeleteOptions")? {
-            Value::Object(m) => body = m,
-            _ => return Err(Status::bad_request("DeleteOptions must be a JSON object")),
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(DeleteOptions {
+            dry_run: dry_run(query, &[], "DeleteOptions")?,
+            grace_period_seconds: query.int("gracePeriodSeconds")?,
+            preconditions: None,
+            orphan_dependents: query_bool(query, "orphanDependents")?,
+            propagation_policy: query.get("propagationPolicy").map(String::from),
+            ignore_store_read_error: query_bool(
+                query,
+                "ignoreStoreReadErrorWithClusterBreakingPotential",
+            )?
+            .unwrap_or(false),
+        });
+    }
+    let format = fe.config.formats.body_format(&content_type)?;
+    let Value::Object(body) = decode_body(format, &bytes, "DeleteOptions")? else {
+        return Err(Status::bad_request("DeleteOptions must be an object"));
+    };
+    if let Some(kind) = body.get("kind").and_then(Value::as_str) {
+        if kind != "DeleteOptions" {
+            return Err(Status::bad_request(format!(
+                "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: the kind in the data ({kind}) does not match"
+            )));
         }
     }
-    let field_str = |k: &str| body.get(k).and_then(Value::as_str).map(String::from);
-    let policy =
-        field_str("propagationPolicy").or_else(|| query.get("propagationPolicy").map(String::from));
-    if let Some(p) = policy.as_deref() {
-        if !matches!(p, "Orphan" | "Background" | "Foreground") {
-            return Err(Status::invalid(
-                "meta.k8s.io",
-                "DeleteOptions",
-                "",
-                &[strata_object::field::FieldError::not_supported(
-                    "propagationPolicy",
-                    p,
-                    &["Foreground", "Background", "Orphan", "nil"],
-                )],
-            ));
-        }
-    }
-    query.int("gracePeriodSeconds")?;
-    let body_dry_run: Vec<String> = match body.get("dryRun") {
+    let wrong = |field: &str, want: &str| {
+        Status::bad_request(format!(
+            "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {field}: expected {want}"
+        ))
+    };
+    let string = |field: &str| match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(wrong(field, "string")),
+    };
+    let boolean = |field: &str| match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(wrong(field, "boolean")),
+    };
+    let grace_period_seconds = match body.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .ok_or_else(|| wrong("gracePeriodSeconds", "integer"))?,
+        ),
+    };
+    let dry_run_values: Vec<String> = match body.get("dryRun") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .filter_map(Value::as_str)
-            .map(String::from)
-            .collect(),
-        Some(_) => return Err(Status::bad_request("dryRun must be a list of strings")),
+            .map(|v| v.as_str().map(String::from))
+            .collect::<Option<_>>()
+            .ok_or_else(|| wrong("dryRun", "list of strings"))?,
+        Some(_) => return Err(wrong("dryRun", "list of strings")),
     };
-    let preconditions = body.get("preconditions").and_then(Value::as_object);
-    let pre = |k: &str| {
-        preconditions
-            .and_then(|p| p.get(k))
-            .and_then(Value::as_str)
-            .map(String::from)
+    let preconditions = match body.get("preconditions") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(p)) => {
+            let field = |k: &str| match p.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(v)) => Ok(Some(v.clone())),
+                Some(_) => Err(wrong(&format!("preconditions.{k}"), "string")),
+            };
+            Some(strata_registry::Preconditions {
+                uid: field("uid")?,
+                resource_version: field("resourceVersion")?,
+            })
+        }
+        Some(_) => return Err(wrong("preconditions", "object")),
     };
     Ok(DeleteOptions {
-        dry_run: dry_run(query, &body_dry_run, "DeleteOptions")?,
-        precondition_uid: pre("uid"),
-        precondition_resource_version: pre("resourceVersion"),
+        dry_run: dry_run(&Query::default(), &dry_run_values, "DeleteOptions")?,
+        grace_period_seconds,
+        preconditions,
+        orphan_dependents: boolean("orphanDependents")?,
+        propagation_policy: string("propagationPolicy")?,
+        ignore_store_read_error: boolean("ignoreStoreReadErrorWithClusterBreakingPotential")?
+            .unwrap_or(false),
     })
+}
+
+/// A boolean query parameter that must be `true` or `false` when present (400 otherwise).
+fn query_bool(query: &Query, key: &str) -> Result<Option<bool>, Status> {
+    match query.get(key) {
+        None => Ok(None),
+        Some(v) => match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "" => Ok(Some(true)),
+            "false" | "0" => Ok(Some(false)),
+            _ => Err(Status::bad_request(format!(
+                "invalid value for query parameter {key}: strconv.ParseBool: parsing {v:?}: invalid syntax"
+            ))),
+        },
+    }
+}
+
+/// The check forced deletion needs beyond `delete`: the verb
+/// `unsafe-delete-ignore-read-errors` on the same object, never through a sub-resource.
+fn authorize_unsafe_delete(
+    fe: &Frontend,
+    rt: &RegisteredType,
+    info: &RequestInfo,
+) -> Result<(), Status> {
+    let attrs = crate::authz::Attributes {
+        user: "system:anonymous".into(),
+        groups: vec!["system:unauthenticated".into()],
+        verb: "unsafe-delete-ignore-read-errors".into(),
+        namespace: info.namespace.clone(),
+        api_group: rt.info.group.clone(),
+        api_version: rt.info.version.clone(),
+        resource: rt.info.resource.clone(),
+        subresource: info.subresource.clone(),
+        name: info.name.clone(),
+    };
+    if !info.subresource.is_empty() {
+        return Err(Status::forbidden(
+            &rt.info.group,
+            &rt.info.resource,
+            &info.name,
+            "ignoreStoreReadErrorWithClusterBreakingPotential delete option is not allowed on a subresource or non-resource request",
+        ));
+    }
+    crate::authz::check(fe.authorizer.as_ref(), &attrs)
 }
 
 async fn subresource(
@@ -810,6 +916,35 @@ async fn subresource(
             .create_token(rt, &info.namespace, &info.name, body.value)
             .await?;
         return Ok(respond::value(201, &answer, &output, render));
+    }
+    let writable = match *req.method() {
+        Method::PUT => sub.verbs.contains(&strata_object::Verb::Update),
+        Method::PATCH => sub.verbs.contains(&strata_object::Verb::Patch),
+        _ => false,
+    };
+    if writable && sub.kind.kind == rt.info.kind {
+        // `status` and `finalize`: the object itself, of which the sub-resource may change
+        // only its part.
+        let output = fe.config.formats.output(accept, false)?;
+        let query = Query::parse(req.uri().query());
+        let put = req.method() == Method::PUT;
+        let options_kind = if put { "UpdateOptions" } else { "PatchOptions" };
+        let mut opts = write_options(&query, req.headers(), options_kind)?;
+        opts.subresource = sub.name.clone();
+        let (ns, name) = (info.namespace.as_str(), info.name.as_str());
+        let written = if put {
+            let body = object_body(fe, req, &rt.info.kind).await?;
+            fe.registry.update(rt, ns, name, body, &opts).await?
+        } else {
+            patch_object(fe, req, rt, ns, name, &query, opts).await?
+        };
+        return Ok(written_response(
+            200,
+            written,
+            &output,
+            IncludeObject::Metadata,
+            render,
+        ));
     }
     Err(Status::method_not_allowed_for(
         &format!("{}/{}", rt.info.resource, sub.name),

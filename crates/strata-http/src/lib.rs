@@ -4,6 +4,7 @@
 //! It does not decide REST semantics (that is `strata-registry`) nor turn storage errors into
 //! Status (also the registry); it only renders what it is given.
 
+pub mod authz;
 mod discovery;
 mod handlers;
 pub mod negotiate;
@@ -63,6 +64,7 @@ pub struct Frontend {
     openapi: std::collections::BTreeMap<String, serde_json::Value>,
     /// Set when the server shuts down: watch streams end so connections can drain.
     closing: tokio::sync::watch::Sender<bool>,
+    authorizer: Arc<dyn authz::Authorizer>,
 }
 
 impl std::fmt::Debug for Frontend {
@@ -79,7 +81,14 @@ impl Frontend {
             config,
             openapi,
             closing: tokio::sync::watch::Sender::new(false),
+            authorizer: Arc::new(authz::AllowAll),
         }
+    }
+
+    /// Puts `authorizer` in charge of the checks handlers make.
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn authz::Authorizer>) -> Self {
+        self.authorizer = authorizer;
+        self
     }
 
     /// Handles one request; never fails (errors are rendered as Status responses).

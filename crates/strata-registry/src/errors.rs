@@ -21,11 +21,39 @@ pub fn store_error(rt: &RegisteredType, name: &str, err: StoreError) -> Status {
                 .with_retry_after(1)
         }
         StoreError::Invalid(msg) => Status::bad_request(msg),
-        StoreError::Corrupt(msg) => Status::internal(format!(
-            "{resource} {name:?}: stored object cannot be decoded: {msg}"
-        )),
+        // Kubernetes' wording (storage error code 7), which names the key.
+        StoreError::Corrupt(msg) => {
+            Status::internal(format!("StorageError: corrupt object, Code: 7, {msg}"))
+        }
         StoreError::Unavailable(msg) => {
             Status::service_unavailable(format!("storage is unavailable: {msg}"))
+        }
+    }
+}
+
+/// The storage error of a value under `key` that does not decode as an object.
+pub(crate) fn undecodable(key: &str, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!(
+        "Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: object not decodable: {err}"
+    ))
+}
+
+/// Several undecodable values under one prefix, as a list reports them.
+pub(crate) fn undecodable_list(rt: &RegisteredType, found: &[(String, String)]) -> Status {
+    match found {
+        [(key, err)] => store_error(rt, "", undecodable(key, err)),
+        _ => {
+            let mut message = format!(
+                "unable to transform or decode {} objects: {{\n",
+                found.len()
+            );
+            for (key, err) in found {
+                message.push_str(&format!(
+                    "\tStorageError: corrupt object, Code: 7, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: object not decodable: {err}\n"
+                ));
+            }
+            message.push('}');
+            Status::internal(message)
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod cache;
 mod continue_token;
+mod delete;
 pub mod errors;
 mod selection;
 pub mod strategy;
@@ -23,12 +24,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use strata_object::field::FieldError;
-use strata_object::resource::Scope;
 use strata_object::{now_rfc3339, Object, ResourceType, Status};
 use strata_store::{KeyValue, RangeRequest, Revision, Store, StoreError};
 use strata_watch::{CacheConfig, Caches, Decoder, WatchCache};
 
 pub use continue_token::ContinueToken;
+pub use delete::{DeleteOptions, Deleted, Preconditions};
 pub use selection::Selection;
 pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
 pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
@@ -68,14 +69,8 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Apply only: take ownership of conflicting fields.
     pub force: bool,
-}
-
-/// Options of delete.
-#[derive(Clone, Debug, Default)]
-pub struct DeleteOptions {
-    pub dry_run: bool,
-    pub precondition_uid: Option<String>,
-    pub precondition_resource_version: Option<String>,
+    /// The sub-resource written through (`status`, `finalize`), or empty for the object.
+    pub subresource: String,
 }
 
 /// Options of list and deletecollection.
@@ -98,15 +93,6 @@ pub struct ObjectList {
     pub remaining_item_count: Option<u64>,
 }
 
-/// The result of a delete: the object as removed, or as marked for deletion when finalizers
-/// hold it.
-#[derive(Clone, Debug)]
-pub struct Deleted {
-    pub object: Object,
-    /// False when finalizers keep the object in storage.
-    pub removed: bool,
-}
-
 /// How long a read at a resource version the store has not reached waits before 504.
 pub(crate) const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
 /// How often a create with `generateName` retries on a name collision.
@@ -122,6 +108,9 @@ pub struct RegistryConfig {
     pub watch_list: bool,
     /// The issuer (`iss`) of ServiceAccount tokens, and their default audience.
     pub service_account_issuer: String,
+    /// The `AllowUnsafeMalformedObjectDeletion` gate: DELETE may force out an object whose
+    /// stored value cannot be decoded.
+    pub unsafe_malformed_object_deletion: bool,
 }
 
 impl Default for RegistryConfig {
@@ -131,6 +120,7 @@ impl Default for RegistryConfig {
             continue_token_lifetime: Duration::from_secs(300),
             watch_list: true,
             service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
+            unsafe_malformed_object_deletion: false,
         }
     }
 }
@@ -326,9 +316,13 @@ impl Registry {
             .wait_for(min, FUTURE_REVISION_WAIT)
             .await
             .map_err(|e| cache_error(rt, e))?;
-        match rt.cache.get(&rt.info.key(namespace, name)).0 {
+        let key = rt.info.key(namespace, name);
+        match rt.cache.get(&key).0 {
             Some(obj) => Ok(obj),
-            None => Err(Status::not_found(&rt.info.group, &rt.info.resource, name)),
+            None => match rt.cache.corrupt(&key) {
+                Some(e) => Err(store_error(rt, name, errors::undecodable(&key, e))),
+                None => Err(Status::not_found(&rt.info.group, &rt.info.resource, name)),
+            },
         }
     }
 
@@ -456,6 +450,10 @@ impl Registry {
             .wait_for(min, FUTURE_REVISION_WAIT)
             .await
             .map_err(|e| cache_error(rt, e))?;
+        let corrupt = rt.cache.corrupt_under(&prefix);
+        if !corrupt.is_empty() {
+            return Err(errors::undecodable_list(rt, &corrupt));
+        }
         let page = rt
             .cache
             .list(&prefix, "", opts.limit, &selection.filter(), None);
@@ -556,7 +554,7 @@ impl Registry {
                 let obj = rt
                     .decoder
                     .decode(&kv.key, &kv.value, kv.mod_revision)
-                    .map_err(|e| StoreError::Corrupt(format!("{}: {e}", kv.key)))?;
+                    .map_err(|e| errors::undecodable(&kv.key, e))?;
                 if selection.matches(&obj) {
                     items.push(Arc::new(obj));
                 }
@@ -672,7 +670,7 @@ impl Registry {
             ));
         }
         if rt.info.namespaced() {
-            self.check_namespace_exists(namespace).await?;
+            self.check_namespace_open(rt, namespace, obj.name()).await?;
         }
         if opts.dry_run {
             // A dry run stores nothing but still reports the conflict a real create would meet.
@@ -726,21 +724,51 @@ impl Registry {
         s
     }
 
-    async fn check_namespace_exists(&self, namespace: &str) -> Result<(), Status> {
+    /// New objects may go only into a namespace that exists (404) and is not being terminated
+    /// (403, as Kubernetes' namespace lifecycle admission answers).
+    async fn check_namespace_open(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Status> {
         let Some(ns) = self.namespaces() else {
             return Ok(());
         };
         let key = ns.info.key("", namespace);
         // The cache answers almost always; a namespace created a moment ago may not be in it
         // yet, so a miss asks the store.
-        if ns.cache.get(&key).0.is_some() {
+        let terminating = match ns.cache.get(&key).0 {
+            Some(c) => c.field("status.phase") == Some("Terminating"),
+            None => match self.store.get(&key, None).await {
+                Ok((Some(kv), _)) => decode_stored(&ns, &kv)?
+                    .as_map()
+                    .get("status")
+                    .and_then(|s| s.get("phase"))
+                    .is_some_and(|p| p == "Terminating"),
+                Ok((None, _)) => return Err(Status::not_found("", "namespaces", namespace)),
+                Err(e) => return Err(store_error(&ns, namespace, e)),
+            },
+        };
+        if !terminating {
             return Ok(());
         }
-        match self.store.get(&key, None).await {
-            Ok((Some(_), _)) => Ok(()),
-            Ok((None, _)) => Err(Status::not_found("", "namespaces", namespace)),
-            Err(e) => Err(store_error(&ns, namespace, e)),
+        let mut s = Status::forbidden(
+            &rt.info.group,
+            &rt.info.resource,
+            name,
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        );
+        if let Some(d) = s.details.as_mut() {
+            d.causes.push(strata_object::StatusCause {
+                reason: "NamespaceTerminating".into(),
+                message: format!("namespace {namespace} is being terminated"),
+                field: "metadata.namespace".into(),
+            });
         }
+        Err(s)
     }
 
     /// A POST or PUT body after field validation, decoded, with its warnings.
@@ -989,7 +1017,12 @@ impl Registry {
             if applied.is_none() {
                 obj = write::track_update(info, Some(&current), obj, opts)?;
             }
-            rt.strategy.prepare_for_update(&mut obj, &current);
+            if opts.subresource.is_empty() {
+                rt.strategy.prepare_for_update(&mut obj, &current);
+            } else {
+                rt.strategy
+                    .prepare_for_subresource_update(&opts.subresource, &mut obj, &current);
+            }
             obj.drop_empty_metadata();
             if errors.is_empty() {
                 errors.extend(validation::validate_object_meta(info, &obj));
@@ -1001,7 +1034,7 @@ impl Registry {
             obj.set_resource_version("");
             let bytes = encode_stored(&obj);
             let terminating = !obj.deletion_timestamp().is_empty();
-            if terminating && obj.finalizers().is_empty() {
+            if terminating && obj.finalizers().is_empty() && !rt.strategy.holds_deletion(&obj) {
                 // The last finalizer is gone: the update completes the deletion.
                 if opts.dry_run {
                     obj.set_resource_version(current.resource_version());
@@ -1051,161 +1084,6 @@ impl Registry {
         let current = decode_stored(rt, &kv)?;
         Ok((kv, current))
     }
-
-    /// Deletes an object, or marks it for deletion when finalizers hold it.
-    pub async fn delete(
-        &self,
-        rt: &RegisteredType,
-        namespace: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> Result<Deleted, Status> {
-        let info = &rt.info;
-        let key = info.key(namespace, name);
-        loop {
-            let (kv, current) = self.read_current(rt, &key, name).await?;
-            check_delete_preconditions(info, &current, opts)?;
-            if let Some(why) = rt.strategy.forbid_delete(&current) {
-                return Err(Status::forbidden(&info.group, &info.resource, name, &why));
-            }
-            if !current.finalizers().is_empty() {
-                if !current.deletion_timestamp().is_empty() {
-                    return Ok(Deleted {
-                        object: current,
-                        removed: false,
-                    });
-                }
-                let mut marked = current.clone();
-                marked.set_meta_value("deletionTimestamp", Some(Value::String(now_rfc3339())));
-                marked.set_meta_value("deletionGracePeriodSeconds", Some(json!(0)));
-                if opts.dry_run {
-                    return Ok(Deleted {
-                        object: marked,
-                        removed: false,
-                    });
-                }
-                marked.set_resource_version("");
-                match self
-                    .store
-                    .update(&key, encode_stored(&marked), kv.mod_revision)
-                    .await
-                {
-                    Ok(new_kv) => {
-                        marked.set_resource_version(
-                            &to_resource_version(new_kv.mod_revision).to_string(),
-                        );
-                        return Ok(Deleted {
-                            object: marked,
-                            removed: false,
-                        });
-                    }
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => return Err(store_error(rt, name, e)),
-                }
-            }
-            if opts.dry_run {
-                return Ok(Deleted {
-                    object: current,
-                    removed: true,
-                });
-            }
-            if info.resource == "namespaces" && info.group.is_empty() {
-                self.delete_namespace_contents(name).await?;
-            }
-            match self.store.delete(&key, Some(kv.mod_revision)).await {
-                Ok(_) => {
-                    return Ok(Deleted {
-                        object: current,
-                        removed: true,
-                    })
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(store_error(rt, name, e)),
-            }
-        }
-    }
-
-    /// Removes every namespaced object in `namespace` (a namespace takes its contents along).
-    async fn delete_namespace_contents(&self, namespace: &str) -> Result<(), Status> {
-        for rt in self
-            .types
-            .iter()
-            .filter(|t| t.info.scope == Scope::Namespaced)
-        {
-            let prefix = rt.info.collection_prefix(namespace);
-            let resp = self
-                .store
-                .range(RangeRequest {
-                    prefix,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| store_error(rt, "", e))?;
-            for kv in resp.kvs {
-                match self.store.delete(&kv.key, None).await {
-                    Ok(_) | Err(StoreError::NotFound(_)) => {}
-                    Err(e) => return Err(store_error(rt, "", e)),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes every object of a collection that `filter` keeps; returns a success Status.
-    pub async fn delete_collection(
-        &self,
-        rt: &RegisteredType,
-        namespace: &str,
-        list_opts: &ListOptions,
-        opts: &DeleteOptions,
-    ) -> Result<Status, Status> {
-        let list = self.list(rt, namespace, list_opts).await?;
-        for obj in &list.items {
-            let (ns, name) = cache::name_of(obj);
-            match self.delete(rt, ns, name, opts).await {
-                Ok(_) => {}
-                // Removed meanwhile by someone else: the goal is reached.
-                Err(s) if s.code == 404 => {}
-                Err(s) => return Err(s),
-            }
-        }
-        Ok(Status::success(Some(strata_object::StatusDetails {
-            group: rt.info.group.clone(),
-            kind: rt.info.resource.clone(),
-            ..Default::default()
-        })))
-    }
-}
-
-fn check_delete_preconditions(
-    info: &ResourceType,
-    current: &Object,
-    opts: &DeleteOptions,
-) -> Result<(), Status> {
-    let conflict = |why: String| {
-        let mut s = Status::conflict(&info.group, &info.kind, current.name(), &why);
-        if let Some(d) = s.details.as_mut() {
-            d.kind = info.kind.clone();
-        }
-        s
-    };
-    if let Some(uid) = opts.precondition_uid.as_deref() {
-        if uid != current.uid() {
-            return Err(conflict(format!(
-                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
-                current.uid()
-            )));
-        }
-    }
-    if let Some(rv) = opts.precondition_resource_version.as_deref() {
-        if rv != current.resource_version() {
-            return Err(conflict(format!(
-                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                current.resource_version()
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn validate_list_options(opts: &ListOptions) -> Result<(), Status> {
@@ -1279,17 +1157,14 @@ fn encode_stored(obj: &Object) -> Bytes {
     Bytes::from(serde_json::to_vec(v.as_map()).unwrap_or_default())
 }
 
-/// Reads a stored object back and stamps its resource version.
+/// Reads a stored object back and stamps its resource version; a value that does not decode is
+/// Kubernetes' "corrupt object" 500, naming the key.
 fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
-    let value: Value = serde_json::from_slice(&kv.value).map_err(|e| {
-        store_error(
-            rt,
-            kv.key.rsplit('/').next().unwrap_or(""),
-            StoreError::Corrupt(format!("{}: {e}", kv.key)),
-        )
-    })?;
+    let name = kv.key.rsplit('/').next().unwrap_or("");
+    let value: Value = serde_json::from_slice(&kv.value)
+        .map_err(|e| store_error(rt, name, errors::undecodable(&kv.key, e)))?;
     let mut obj = Object::from_value(value)
-        .map_err(|e| store_error(rt, "", StoreError::Corrupt(format!("{}: {e}", kv.key))))?;
+        .map_err(|e| store_error(rt, name, errors::undecodable(&kv.key, e)))?;
     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
     Ok(obj)
 }

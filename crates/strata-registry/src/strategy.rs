@@ -18,9 +18,23 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Normalizes an update through sub-resource `subresource` (`status`, `finalize`) of `old`
+    /// into `new`: what the sub-resource may not change is copied back from `old`.
+    fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Object, _old: &Object) {
+    }
+
     /// Why deleting this object is refused outright, if it is.
     fn forbid_delete(&self, _obj: &Object) -> Option<String> {
         None
+    }
+
+    /// Marks an object whose deletion must wait (the first DELETE), beyond setting
+    /// `deletionTimestamp`.
+    fn prepare_for_delete(&self, _obj: &mut Object) {}
+
+    /// Whether the kind's own finalizers (besides `metadata.finalizers`) still hold the object.
+    fn holds_deletion(&self, _obj: &Object) -> bool {
+        false
     }
 }
 
@@ -141,9 +155,55 @@ impl Strategy for NamespaceStrategy {
         Self::default_name_label(new);
     }
 
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Object, old: &Object) {
+        let keep = match subresource {
+            // `status` changes the status only; `finalize` changes `spec.finalizers` only.
+            "status" => "spec",
+            "finalize" => "status",
+            _ => return,
+        };
+        let map = new.as_map_mut();
+        match old.as_map().get(keep) {
+            Some(v) => map.insert(keep.into(), v.clone()),
+            None => map.remove(keep),
+        };
+        if subresource == "finalize" {
+            // What the main resource keeps the server's is still the server's here.
+            Self::default_name_label(new);
+        }
+    }
+
+    fn prepare_for_delete(&self, obj: &mut Object) {
+        // A namespace has no grace period: only the timestamp and the phase mark it.
+        obj.set_meta_value("deletionGracePeriodSeconds", None);
+        let map = obj.as_map_mut();
+        let status = map.entry("status").or_insert_with(|| json!({}));
+        if !status.is_object() {
+            *status = json!({});
+        }
+        if let Value::Object(s) = status {
+            s.insert("phase".into(), Value::String("Terminating".into()));
+        }
+    }
+
+    fn holds_deletion(&self, obj: &Object) -> bool {
+        spec_finalizers(obj).next().is_some()
+    }
+
     fn forbid_delete(&self, obj: &Object) -> Option<String> {
         UNDELETABLE_NAMESPACES
             .contains(&obj.name())
             .then(|| "this namespace may not be deleted".to_string())
     }
+}
+
+/// The finalizers in a namespace's `spec.finalizers`.
+pub fn spec_finalizers(obj: &Object) -> impl Iterator<Item = &str> {
+    obj.as_map()
+        .get("spec")
+        .and_then(|s| s.get("finalizers"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }

@@ -303,7 +303,7 @@ pub(crate) fn track_update(
         schema,
         &opts.field_manager,
         &info.api_version(),
-        None,
+        (!opts.subresource.is_empty()).then_some(opts.subresource.as_str()),
         &strata_object::now_rfc3339(),
     );
     Object::from_value(value).map_err(|e| Status::bad_request(e.to_string()))

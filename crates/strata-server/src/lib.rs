@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
 use strata_store::{MemoryStore, Revision, Store};
@@ -44,6 +45,22 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             Arc::new(store)
         }
     })
+}
+
+/// Writes `value` under `key` in the embedded store of `data_dir`, bypassing every check: the
+/// store hook of `strata debug put-raw`, with which tests (and operators reproducing a
+/// problem) put an undecodable object in place. The server must not be running.
+pub async fn put_raw(data_dir: &std::path::Path, key: &str, value: &[u8]) -> Result<(), String> {
+    let store = RocksStore::open(&data_dir.join("store"), RocksOptions::default())
+        .map_err(|e| format!("cannot open the store in {}: {e}", data_dir.display()))?;
+    let value = bytes::Bytes::copy_from_slice(value);
+    let (current, _) = store.get(key, None).await.map_err(|e| e.to_string())?;
+    match current {
+        Some(kv) => store.update(key, value, kv.mod_revision).await,
+        None => store.create(key, value).await,
+    }
+    .map(|_| ())
+    .map_err(|e| e.to_string())
 }
 
 /// Creates the bootstrap namespaces that do not exist yet.
@@ -123,6 +140,7 @@ impl Server {
             continue_token_lifetime: config.continue_token_lifetime,
             watch_list: config.gate("WatchList"),
             service_account_issuer: config.service_account_issuer.clone(),
+            unsafe_malformed_object_deletion: config.gate("AllowUnsafeMalformedObjectDeletion"),
         };
         let registry = Arc::new(Registry::with_builtin_types(store.clone(), registry_config));
         registry
@@ -160,6 +178,11 @@ impl Server {
             self.config.history_retention,
             self.config.compaction_interval,
         ));
+        let namespaces = NamespaceController::new(
+            self.frontend.registry.clone(),
+            NamespaceControllerConfig::default(),
+        )
+        .map(|c| tokio::spawn(c.run()));
         strata_http::serve(
             self.listener,
             self.frontend,
@@ -168,5 +191,8 @@ impl Server {
         )
         .await;
         compaction.abort();
+        if let Some(task) = namespaces {
+            task.abort();
+        }
     }
 }

@@ -12,6 +12,9 @@ async fn main() {
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("debug") {
+        std::process::exit(debug(&args[1..]).await);
+    }
     let config = match args.split_first() {
         Some((cmd, rest)) if cmd == "serve" => Config::from_args(rest),
         Some((cmd, _)) if cmd == "-h" || cmd == "--help" || cmd == "help" => Err(String::new()),
@@ -42,6 +45,27 @@ async fn main() {
     }
     server.run(shutdown_signal()).await;
     tracing::info!("stopped");
+}
+
+/// `strata debug put-raw --data-dir DIR KEY VALUE`: writes raw bytes into a stopped server's
+/// store (for reproducing undecodable objects). Returns the exit code.
+async fn debug(args: &[String]) -> i32 {
+    let usage = "usage: strata debug put-raw --data-dir DIR KEY VALUE";
+    match args {
+        [cmd, flag, dir, key, value] if cmd == "put-raw" && flag == "--data-dir" => {
+            match strata_server::put_raw(std::path::Path::new(dir), key, value.as_bytes()).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("strata: {e}");
+                    1
+                }
+            }
+        }
+        _ => {
+            eprintln!("{usage}");
+            2
+        }
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.

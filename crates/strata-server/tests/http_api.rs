@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{assert_status, TestServer};
+use std::time::Duration;
+
+use common::{assert_status, within, TestServer};
 use serde_json::json;
 
 const SA: &str = "/api/v1/namespaces/default/serviceaccounts";
@@ -379,14 +381,21 @@ async fn namespaces_crud() {
         .iter()
         .any(|i| i["metadata"]["name"] == "team-a"));
 
-    // A namespace takes its contents along.
+    // A namespace takes its contents along: it terminates, then goes.
     s.post_json(
         "/api/v1/namespaces/team-a/serviceaccounts",
         &json!({"metadata": {"name": "x"}}),
     )
     .await;
-    assert_eq!(s.delete("/api/v1/namespaces/team-a").await.code(), 200);
-    assert_status(&s.get("/api/v1/namespaces/team-a").await, 404, "NotFound");
+    let terminating = s.delete("/api/v1/namespaces/team-a").await;
+    assert_eq!(terminating.code(), 200);
+    assert_eq!(terminating.json()["status"]["phase"], "Terminating");
+    within(Duration::from_secs(20), async {
+        while s.get("/api/v1/namespaces/team-a").await.code() != 404 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
     let all = s.get("/api/v1/serviceaccounts").await.json();
     assert!(all["items"].as_array().unwrap().is_empty());
     assert_status(

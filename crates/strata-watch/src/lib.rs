@@ -250,10 +250,16 @@ impl CacheEvent {
     }
 }
 
+/// An object decoded from its stored value, or why it could not be.
+type Decoded = Result<Arc<CachedObject>, String>;
+
 struct Inner {
     /// The state includes every change up to this revision.
     revision: Revision,
     state: BTreeMap<String, Arc<CachedObject>>,
+    /// Keys whose stored value does not decode, with the decoder's error. They are in no
+    /// list and no watch; reads of them report the error instead.
+    corrupt: BTreeMap<String, String>,
     window: VecDeque<CacheEvent>,
     /// A watch can start after any revision at or above this one.
     window_start: Revision,
@@ -338,6 +344,25 @@ impl WatchCache {
     pub fn get(&self, key: &str) -> (Option<Arc<CachedObject>>, Revision) {
         let inner = self.lock();
         (inner.state.get(key).cloned(), inner.revision)
+    }
+
+    /// Why the value stored under `key` could not be decoded, if it could not.
+    pub fn corrupt(&self, key: &str) -> Option<String> {
+        self.lock().corrupt.get(key).cloned()
+    }
+
+    /// The keys under `prefix` whose stored values do not decode, with the errors.
+    pub fn corrupt_under(&self, prefix: &str) -> Vec<(String, String)> {
+        let inner = self.lock();
+        inner
+            .corrupt
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect()
     }
 
     /// A page of the objects under `prefix` from `start` (inclusive; empty = the beginning)
@@ -471,16 +496,16 @@ impl WatchCache {
         }
     }
 
-    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Option<Arc<CachedObject>> {
+    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Decoded {
         match self.decoder.decode(key, value, revision) {
             Ok(mut obj) => {
                 obj.set_counter(self.encodes.clone());
                 self.encodes.add("json");
-                Some(Arc::new(obj))
+                Ok(Arc::new(obj))
             }
             Err(e) => {
                 tracing::error!(key, %e, "watch cache: stored value does not decode; skipped");
-                None
+                Err(e)
             }
         }
     }
@@ -488,13 +513,20 @@ impl WatchCache {
     /// Replaces the state with a fresh read at `revision`; the window restarts there.
     fn reset(&self, kvs: Vec<strata_store::KeyValue>, revision: Revision) {
         let mut state = BTreeMap::new();
+        let mut corrupt = BTreeMap::new();
         for kv in kvs {
-            if let Some(obj) = self.decode(&kv.key, &kv.value, kv.mod_revision) {
-                state.insert(kv.key, obj);
+            match self.decode(&kv.key, &kv.value, kv.mod_revision) {
+                Ok(obj) => {
+                    state.insert(kv.key, obj);
+                }
+                Err(e) => {
+                    corrupt.insert(kv.key, e);
+                }
             }
         }
         let mut inner = self.lock();
         inner.state = state;
+        inner.corrupt = corrupt;
         inner.window.clear();
         inner.window_start = revision;
         inner.revision = revision;
@@ -525,7 +557,8 @@ impl WatchCache {
         for (ev, obj) in events.iter().zip(decoded) {
             let key = ev.key();
             let event = match (ev, obj) {
-                (Event::Put { .. }, Some(obj)) => {
+                (Event::Put { .. }, Ok(obj)) => {
+                    inner.corrupt.remove(key);
                     let prev = inner.state.insert(key.to_string(), obj.clone());
                     let kind = if prev.is_some() {
                         EventType::Modified
@@ -534,11 +567,20 @@ impl WatchCache {
                     };
                     CacheEvent::new(kind, obj, prev)
                 }
-                (Event::Delete { .. }, Some(obj)) => {
+                (Event::Delete { .. }, Ok(obj)) => {
                     let prev = inner.state.remove(key);
                     CacheEvent::new(EventType::Deleted, obj, prev)
                 }
-                (_, None) => {
+                (Event::Delete { .. }, Err(_)) => {
+                    // A corrupt object removed: watchers never saw it, so they get nothing.
+                    inner.corrupt.remove(key);
+                    inner.state.remove(key);
+                    continue;
+                }
+                (Event::Put { .. }, Err(e)) => {
+                    // Watchers that had the object get no event for the unreadable
+                    // version; reads of it report the error from now on.
+                    inner.corrupt.insert(key.to_string(), e);
                     inner.state.remove(key);
                     continue;
                 }
@@ -693,6 +735,7 @@ impl Caches {
             inner: Mutex::new(Inner {
                 revision: Revision::ZERO,
                 state: BTreeMap::new(),
+                corrupt: BTreeMap::new(),
                 window: VecDeque::new(),
                 window_start: Revision::ZERO,
                 watchers: Vec::new(),

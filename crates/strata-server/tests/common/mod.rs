@@ -337,6 +337,29 @@ impl Http {
     pub async fn delete(&self, path: &str) -> Reply {
         self.send("DELETE", path, None, &[]).await
     }
+
+    /// DELETE with a JSON DeleteOptions body.
+    pub async fn delete_json(&self, path: &str, options: &Value) -> Reply {
+        self.send_json("DELETE", path, options, "application/json")
+            .await
+    }
+
+    /// Polls `path` until it answers 404; panics after `limit`.
+    pub async fn wait_gone(&self, path: &str, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let r = self.get(path).await;
+            if r.code() == 404 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{path} still there after {limit:?}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 /// `metadata.resourceVersion` of an object, event object or list, as a number. Strata's resource

@@ -1,0 +1,8 @@
+//! Controllers that run inside the server, next to the API they act through. They use the
+//! registry's public operations only, exactly as an outside client would use the API, so each
+//! replica of a multi-replica deployment may run them: every step is idempotent and guarded
+//! by optimistic concurrency.
+
+pub mod namespace;
+
+pub use namespace::NamespaceController;
