@@ -19,14 +19,60 @@ pub fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, PatchErr
     let mut doc = target.clone();
     // The work happens on a copy that is dropped on failure, so the crate's undo log (and its
     // panic should undoing ever fail) is not needed.
-    ::json_patch::patch_unsafe(&mut doc, &ops).map_err(|e| PatchError::Invalid(e.to_string()))?;
+    for op in ops.0 {
+        if tests_absent_member_for_null(&doc, &op) {
+            continue;
+        }
+        ::json_patch::patch_unsafe(&mut doc, std::slice::from_ref(&op))
+            .map_err(|e| PatchError::Invalid(e.to_string()))?;
+    }
     Ok(doc)
+}
+
+/// Whether `op` is a `test` for `null` of an object member that is absent. Kubernetes' JSON
+/// patch treats an absent member as null there (clients rely on it: kube-rs adds the first
+/// finalizer after testing `/metadata/finalizers` for null), where RFC 6902 would fail.
+fn tests_absent_member_for_null(doc: &Value, op: &::json_patch::PatchOperation) -> bool {
+    let ::json_patch::PatchOperation::Test(test) = op else {
+        return false;
+    };
+    if !test.value.is_null() {
+        return false;
+    }
+    let path = test.path.as_str();
+    if doc.pointer(path).is_some() {
+        return false;
+    }
+    let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+    doc.pointer(parent).is_some_and(Value::is_object)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn testing_an_absent_member_for_null_passes() {
+        let target = json!({"metadata": {"name": "x"}});
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+        ]);
+        let out = apply_json_patch(&target, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        // A present member is compared as usual, and a missing parent still fails.
+        let present = json!({"metadata": {"finalizers": ["g"]}});
+        assert!(matches!(
+            apply_json_patch(&present, &patch),
+            Err(PatchError::Invalid(_))
+        ));
+        let orphan = json!([{"op": "test", "path": "/spec/x", "value": null}]);
+        assert!(matches!(
+            apply_json_patch(&target, &orphan),
+            Err(PatchError::Invalid(_))
+        ));
+    }
 
     #[test]
     fn applies_operations_in_order() {

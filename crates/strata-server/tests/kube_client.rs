@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::TestServer;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Preconditions;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use kube::{Client, Config, ResourceExt};
@@ -535,4 +536,183 @@ async fn patch_types_and_server_side_apply() {
         .await
         .expect("forced apply");
     assert_eq!(got.labels()["owner"], "two");
+}
+
+/// `Api::delete` with every part of `DeleteParams`, and `delete_collection`.
+#[tokio::test]
+async fn delete_params_and_delete_collection() {
+    let s = TestServer::start();
+    let c = client(&s);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    namespaces
+        .create(&PostParams::default(), &ns("kdel"))
+        .await
+        .unwrap();
+    let api: Api<ServiceAccount> = Api::namespaced(c.clone(), "kdel");
+    let a = api.create(&PostParams::default(), &sa("a")).await.unwrap();
+
+    let wrong = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some("not-a".into()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let status = api_error(api.delete("a", &wrong).await);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    let stale = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: a.uid(),
+            resource_version: Some("1".into()),
+        }),
+        ..DeleteParams::default()
+    };
+    let status = api_error(api.delete("a", &stale).await);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+
+    let dry = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::background()
+    };
+    let kept = api.delete("a", &dry).await.unwrap();
+    assert_eq!(kept.left().map(|o| o.name_any()).as_deref(), Some("a"));
+    assert!(api.get_opt("a").await.unwrap().is_some());
+
+    let matching = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: a.uid(),
+            resource_version: a.resource_version(),
+        }),
+        ..DeleteParams::foreground()
+    };
+    let gone = api.delete("a", &matching).await.unwrap();
+    assert_eq!(gone.left().and_then(|o| o.uid()), a.uid());
+    assert!(api.get_opt("a").await.unwrap().is_none());
+    api.create(&PostParams::default(), &sa("b")).await.unwrap();
+    api.delete("b", &DeleteParams::orphan()).await.unwrap();
+    assert!(api.get_opt("b").await.unwrap().is_none());
+
+    // A grace period is accepted (neither kind deletes gracefully).
+    api.create(&PostParams::default(), &sa("c")).await.unwrap();
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    api.delete("c", &now).await.unwrap();
+    assert!(api.get_opt("c").await.unwrap().is_none());
+
+    for name in ["d1", "d2", "keep"] {
+        let mut obj = sa(name);
+        if name != "keep" {
+            obj.metadata.labels = Some([("app".to_string(), "demo".to_string())].into());
+        }
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    let answer = api
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=demo"),
+        )
+        .await
+        .unwrap();
+    let status = answer.right().expect("deletecollection answers a Status");
+    assert!(status.is_success(), "{status:?}");
+    let left = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(names(&left.items), ["keep"]);
+}
+
+/// `kube::runtime::finalizer` driving a small controller: it adds its finalizer, and on
+/// deletion cleans up and removes it, whereupon the object goes.
+#[tokio::test]
+async fn a_finalizer_controller_adds_and_removes_its_finalizer() {
+    use futures::StreamExt;
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::finalizer::{finalizer, Event};
+    use kube::runtime::watcher;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    const FINALIZER: &str = "strata.test/cleanup";
+
+    struct Ctx {
+        api: Api<ServiceAccount>,
+        cleaned: AtomicUsize,
+    }
+
+    async fn reconcile(
+        obj: Arc<ServiceAccount>,
+        ctx: Arc<Ctx>,
+    ) -> Result<Action, kube::runtime::finalizer::Error<std::io::Error>> {
+        let counter = ctx.clone();
+        finalizer(&ctx.api, FINALIZER, obj, |event| async move {
+            match event {
+                Event::Apply(_) => Ok(Action::await_change()),
+                Event::Cleanup(_) => {
+                    counter.cleaned.fetch_add(1, Ordering::SeqCst);
+                    Ok(Action::await_change())
+                }
+            }
+        })
+        .await
+    }
+
+    fn error_policy(
+        _obj: Arc<ServiceAccount>,
+        _err: &kube::runtime::finalizer::Error<std::io::Error>,
+        _ctx: Arc<Ctx>,
+    ) -> Action {
+        Action::requeue(Duration::from_millis(200))
+    }
+
+    let s = TestServer::start();
+    let c = client(&s);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    namespaces
+        .create(&PostParams::default(), &ns("kfin"))
+        .await
+        .unwrap();
+    let api: Api<ServiceAccount> = Api::namespaced(c.clone(), "kfin");
+    let ctx = Arc::new(Ctx {
+        api: api.clone(),
+        cleaned: AtomicUsize::new(0),
+    });
+    let controller = tokio::spawn(
+        Controller::new(api.clone(), watcher::Config::default())
+            .run(reconcile, error_policy, ctx.clone())
+            .for_each(|_| async {}),
+    );
+
+    api.create(&PostParams::default(), &sa("managed"))
+        .await
+        .unwrap();
+    let held = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let obj = api.get("managed").await.unwrap();
+            if obj.finalizers().iter().any(|f| f == FINALIZER) {
+                return obj;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the controller adds its finalizer");
+    assert_eq!(ctx.cleaned.load(Ordering::SeqCst), 0);
+
+    let marked = api
+        .delete("managed", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("a held object comes back marked");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert_eq!(marked.uid(), held.uid());
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while api.get_opt("managed").await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the controller cleans up and the object goes");
+    assert_eq!(ctx.cleaned.load(Ordering::SeqCst), 1);
+    controller.abort();
 }
