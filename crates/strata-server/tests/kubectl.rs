@@ -701,6 +701,98 @@ fn wait_for_delete(version: Version) {
     k.assert_gone("sa", "doomed", path);
 }
 
+/// `delete sa --all` and `delete sa -l` (one DELETE per listed object), and `delete ns` of a
+/// namespace whose content a finalizer holds: kubectl waits until the namespace is gone.
+fn delete_all_and_namespaces_with_content(version: Version) {
+    let s = TestServer::start();
+    let Some(k) = Kubectl::new(version, &s) else {
+        return;
+    };
+    k.ok(&["create", "namespace", "team"]);
+    for (name, app) in [("a", "demo"), ("b", "demo"), ("c", "other")] {
+        block_on(s.http().create_sa("team", name, json!({"app": app})));
+    }
+    let out = k.ok(&["delete", "sa", "-l", "app=demo", "-n", "team"]);
+    for name in ["a", "b"] {
+        assert!(
+            out.contains(&format!("serviceaccount \"{name}\" deleted")),
+            "{out}"
+        );
+    }
+    let out = k.ok(&["get", "sa", "-n", "team", "-o", "name"]);
+    assert_eq!(out.trim(), "serviceaccount/c");
+    block_on(s.http().create_sa("team", "d", Value::Null));
+    let out = k.ok(&["delete", "sa", "--all", "-n", "team"]);
+    for name in ["c", "d"] {
+        assert!(
+            out.contains(&format!("serviceaccount \"{name}\" deleted")),
+            "{out}"
+        );
+    }
+    let r = k.run(&["get", "sa", "-n", "team", "-o", "name"]);
+    assert_eq!(r.stdout.trim(), "", "{}", r.stderr);
+
+    // Content held by a finalizer keeps the namespace Terminating; kubectl waits.
+    let path = "/api/v1/namespaces/team/serviceaccounts";
+    block_on(async {
+        let r = s
+            .http()
+            .post_json(
+                path,
+                &json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+            )
+            .await;
+        assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    });
+    let (released, finished) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            block_on(async {
+                let h = s.http();
+                let started = Instant::now();
+                loop {
+                    let ns = h.get_ok("/api/v1/namespaces/team").await;
+                    let held = h.get_ok(&format!("{path}/held")).await;
+                    if ns["status"]["phase"] == "Terminating"
+                        && held["metadata"]["deletionTimestamp"].is_string()
+                    {
+                        break;
+                    }
+                    assert!(started.elapsed() < TIMEOUT, "never terminating: {ns}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let r = h
+                    .patch_merge(
+                        &format!("{path}/held"),
+                        &json!({"metadata": {"finalizers": null}}),
+                    )
+                    .await;
+                assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+            });
+            Instant::now()
+        });
+        let out = k.ok(&["delete", "ns", "team"]);
+        let finished = Instant::now();
+        assert!(out.starts_with("namespace \"team\" deleted"), "{out}");
+        (releaser.join().expect("releaser thread"), finished)
+    });
+    assert!(
+        finished >= released,
+        "delete ns returned before the namespace's content was gone"
+    );
+    k.assert_gone("ns", "team", "/api/v1/namespaces/team");
+}
+
+#[test]
+fn kubectl_1_31_delete_all_and_namespaces_with_content() {
+    delete_all_and_namespaces_with_content(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_delete_all_and_namespaces_with_content() {
+    delete_all_and_namespaces_with_content(Version::V1_37);
+}
+
 #[test]
 fn kubectl_1_31_get_watch() {
     get_watch(Version::V1_31);

@@ -15,6 +15,7 @@ use common::{run_with_timeout, TestServer};
 const SCRIPT: &str = r#"
 import json
 import sys
+import time
 
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
@@ -97,6 +98,53 @@ deleted = v1.delete_namespaced_service_account("robot", "default")
 assert deleted.metadata.name == "robot", deleted
 expect_status(lambda: v1.read_namespaced_service_account("robot", "default"), 404, "NotFound")
 expect_status(lambda: v1.delete_namespaced_service_account("robot", "default"), 404, "NotFound")
+# DeleteOptions as the client sends them, and deletecollection with a selector.
+for name, labels in [("c1", {"app": "demo"}), ("c2", {"app": "demo"}), ("c3", {"app": "other"})]:
+    v1.create_namespaced_service_account(
+        "default", client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name, labels=labels))
+    )
+c1 = v1.read_namespaced_service_account("c1", "default")
+expect_status(
+    lambda: v1.delete_namespaced_service_account(
+        "c1", "default", body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="nope"))
+    ),
+    409,
+    "Conflict",
+)
+kept = v1.delete_namespaced_service_account("c1", "default", dry_run="All")
+assert kept.metadata.name == "c1", kept
+assert v1.read_namespaced_service_account("c1", "default").metadata.uid == c1.metadata.uid
+expect_status(
+    lambda: v1.delete_namespaced_service_account("c1", "default", propagation_policy="Sideways"),
+    422,
+    "Invalid",
+)
+gone = v1.delete_namespaced_service_account(
+    "c1",
+    "default",
+    body=client.V1DeleteOptions(
+        grace_period_seconds=0,
+        propagation_policy="Foreground",
+        preconditions=client.V1Preconditions(uid=c1.metadata.uid),
+    ),
+)
+assert gone.metadata.uid == c1.metadata.uid, gone
+status = v1.delete_collection_namespaced_service_account("default", label_selector="app=demo")
+assert status.status == "Success", status
+assert [i.metadata.name for i in v1.list_namespaced_service_account("default").items] == [
+    "b1",
+    "b2",
+    "b3",
+    "c3",
+]
+status = v1.delete_collection_namespaced_service_account("default", dry_run="All")
+assert status.status == "Success", status
+assert [i.metadata.name for i in v1.list_namespaced_service_account("default").items] == [
+    "b1",
+    "b2",
+    "b3",
+    "c3",
+]
 status = v1.delete_collection_namespaced_service_account("default")
 assert status.status == "Success", status
 assert v1.list_namespaced_service_account("default").items == []
@@ -114,12 +162,21 @@ ns = v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="p
 assert ns.status.phase == "Active", ns.status
 assert v1.read_namespace("py-ns").metadata.uid == ns.metadata.uid
 v1.create_namespaced_service_account("py-ns", sa("inside"))
+# The generated client reads the answer (the Namespace) as a V1Status; it must decode.
 v1.delete_namespace("py-ns")
-try:
-    left = v1.read_namespace("py-ns")
-    assert left.metadata.deletion_timestamp is not None, left
-except ApiException as e:
-    assert e.status == 404, (e.status, e.body)
+left = v1.read_namespace("py-ns")
+assert left.status.phase == "Terminating", left.status
+assert left.metadata.deletion_timestamp is not None, left
+expect_status(lambda: v1.create_namespaced_service_account("py-ns", sa("late")), 403, "Forbidden")
+for _ in range(200):
+    try:
+        v1.read_namespace("py-ns")
+    except ApiException as e:
+        assert e.status == 404, (e.status, e.body)
+        break
+    time.sleep(0.1)
+else:
+    raise AssertionError("namespace py-ns was never finalized")
 expect_status(lambda: v1.read_namespace("never"), 404, "NotFound")
 
 # DynamicClient: legacy discovery (/version, /apis, /api/v1), then JSON merge patch.
