@@ -736,8 +736,13 @@ impl Registry {
             return Ok(());
         };
         let key = ns.info.key("", namespace);
-        // The cache answers almost always; a namespace created a moment ago may not be in it
-        // yet, so a miss asks the store.
+        // The cache answers, once it has caught up with every write this replica has seen (a
+        // namespace deleted a moment ago must already refuse content). A miss asks the store.
+        let seen = self.store.current_revision();
+        ns.cache
+            .wait_for(seen, FUTURE_REVISION_WAIT)
+            .await
+            .map_err(|e| cache_error(&ns, e))?;
         let terminating = match ns.cache.get(&key).0 {
             Some(c) => c.field("status.phase") == Some("Terminating"),
             None => match self.store.get(&key, None).await {
