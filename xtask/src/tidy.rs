@@ -42,13 +42,22 @@ const RULES: &[(&str, Allowed)] = &[
         ]),
     ),
     (
+        "strata-auth",
+        Allowed::Only(&["strata-object", "strata-registry"]),
+    ),
+    (
         "strata-controllers",
         Allowed::Only(&["strata-object", "strata-registry"]),
     ),
     // strata-store is reachable from strata-http tests only, through the dev-dependency rule.
     (
         "strata-http",
-        Allowed::Only(&["strata-object", "strata-codec", "strata-registry"]),
+        Allowed::Only(&[
+            "strata-object",
+            "strata-codec",
+            "strata-registry",
+            "strata-auth",
+        ]),
     ),
     ("strata-server", Allowed::AnyLibrary),
     ("xtask", Allowed::Only(&[])),

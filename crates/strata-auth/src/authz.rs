@@ -1,18 +1,19 @@
 //! Authorization: the question a handler asks before it acts ("may this user do this verb on
 //! this resource?") and the answer's rendering as Kubernetes' 403.
 //!
-//! Today every request is allowed ([`AllowAll`]); the RBAC authorizer of the security work
-//! plugs in behind the same trait. The checks that need more than the request's own verb
-//! (forced deletion's `unsafe-delete-ignore-read-errors`) already ask here.
+//! Today every request is allowed ([`AllowAll`]); the RBAC authorizer plugs in behind the same
+//! trait. The checks that need more than the request's own verb (forced deletion's
+//! `unsafe-delete-ignore-read-errors`) already ask here.
 
 use strata_object::Status;
+
+use crate::UserInfo;
 
 /// What a request asks to do, as an authorizer sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Attributes {
-    /// The authenticated user's name (`system:anonymous` when nobody is).
-    pub user: String,
-    pub groups: Vec<String>,
+    /// The authenticated user (`system:anonymous` when nobody is).
+    pub user: UserInfo,
     pub verb: String,
     pub namespace: String,
     pub api_group: String,
@@ -63,7 +64,7 @@ fn forbidden(attrs: &Attributes, reason: &str) -> Status {
     };
     let mut why = format!(
         "User {:?} cannot {} resource {resource:?} in API group {:?}",
-        attrs.user, attrs.verb, attrs.api_group
+        attrs.user.name, attrs.verb, attrs.api_group
     );
     if attrs.namespace.is_empty() {
         why.push_str(" at the cluster scope");
@@ -95,7 +96,10 @@ mod tests {
     #[test]
     fn a_denial_reads_like_kubernetes() {
         let attrs = Attributes {
-            user: "alice".into(),
+            user: UserInfo {
+                name: "alice".into(),
+                ..Default::default()
+            },
             verb: "unsafe-delete-ignore-read-errors".into(),
             namespace: "team".into(),
             api_version: "v1".into(),

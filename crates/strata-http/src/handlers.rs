@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http::{header, HeaderMap, Method, Request, Response};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
+use strata_auth::UserInfo;
 use strata_object::{Object, Status};
 use strata_registry::{
     list_json, list_objects, DeleteOptions, FieldValidation, ListOptions, ObjectList, PatchKind,
@@ -56,7 +57,29 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             return get_only(respond::text(200, "ok"))
         }
         "/version" | "/version/" => return get_only(version(fe, render)),
+        _ => {}
+    }
+    // Everything else needs an identity: a valid token, or anonymous access where allowed.
+    let user = match fe
+        .authenticator
+        .authenticate(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        )
+        .await
+    {
+        Ok(user) => user,
+        Err(s) => return respond::status(&s, render),
+    };
+    match path.as_str() {
         "/metrics" => return get_only(metrics(fe)),
+        SELF_SUBJECT_REVIEWS => {
+            return match self_subject_review(fe, req, &user, &accept, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            }
+        }
         "/.well-known/openid-configuration" => return get_only(openid_configuration(fe, render)),
         "/openid/v1/jwks" => return get_only(jwks(fe, render)),
         "/api" | "/api/" => {
@@ -96,7 +119,7 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         return get_only(resp);
     }
     match RequestInfo::parse(&path) {
-        Some(info) => match resource(fe, req, info, query, render).await {
+        Some(info) => match resource(fe, req, info, query, &user, render).await {
             Ok(resp) => resp,
             Err(s) => respond::status(&s, render),
         },
@@ -557,6 +580,7 @@ async fn resource(
     req: Request<Incoming>,
     info: RequestInfo,
     query: Query,
+    user: &UserInfo,
     render: Render,
 ) -> Result<Response<Body>, Status> {
     let rt = fe
@@ -659,7 +683,7 @@ async fn resource(
             let opts = delete_options(fe, req, &query).await?;
             if opts.ignore_store_read_error && fe.registry.config().unsafe_malformed_object_deletion
             {
-                authorize_unsafe_delete(fe, &rt, &info)?;
+                authorize_unsafe_delete(fe, &rt, &info, user)?;
             }
             let deleted = fe.registry.delete(&rt, ns, name, &opts).await?;
             let code = if !deleted.removed && opts.accepted_status() {
@@ -858,10 +882,10 @@ fn authorize_unsafe_delete(
     fe: &Frontend,
     rt: &RegisteredType,
     info: &RequestInfo,
+    user: &UserInfo,
 ) -> Result<(), Status> {
-    let attrs = crate::authz::Attributes {
-        user: "system:anonymous".into(),
-        groups: vec!["system:unauthenticated".into()],
+    let attrs = strata_auth::authz::Attributes {
+        user: user.clone(),
         verb: "unsafe-delete-ignore-read-errors".into(),
         namespace: info.namespace.clone(),
         api_group: rt.info.group.clone(),
@@ -878,7 +902,7 @@ fn authorize_unsafe_delete(
             "ignoreStoreReadErrorWithClusterBreakingPotential delete option is not allowed on a subresource or non-resource request",
         ));
     }
-    crate::authz::check(fe.authorizer.as_ref(), &attrs)
+    strata_auth::authz::check(fe.authorizer.as_ref(), &attrs)
 }
 
 async fn subresource(
@@ -950,6 +974,45 @@ async fn subresource(
         &format!("{}/{}", rt.info.resource, sub.name),
         &req.method().as_str().to_ascii_lowercase(),
     ))
+}
+
+/// The path of `authentication.k8s.io/v1` SelfSubjectReviews.
+const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+/// POST of a SelfSubjectReview (`kubectl auth whoami`): the request's own identity; nothing is
+/// stored.
+async fn self_subject_review(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    user: &UserInfo,
+    accept: &str,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    if req.method() != Method::POST {
+        return Err(Status::method_not_allowed());
+    }
+    let output = fe.config.formats.output(accept, false)?;
+    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
+    let bytes = body_bytes(fe, req).await?;
+    if !bytes.iter().all(u8::is_ascii_whitespace) {
+        let format = fe.config.formats.body_format(&content_type)?;
+        let body = decode_body(format, &bytes, "SelfSubjectReview")?;
+        match body.get("kind").and_then(Value::as_str) {
+            None | Some("SelfSubjectReview") => {}
+            Some(other) => {
+                return Err(Status::bad_request(format!(
+                    "SelfSubjectReview in version \"v1\" cannot be handled as a SelfSubjectReview: the kind in the data ({other}) does not match"
+                )))
+            }
+        }
+    }
+    let review = json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": user.to_value()},
+    });
+    Ok(respond::value(201, &review, &output, render))
 }
 
 /// `/.well-known/openid-configuration`: where ServiceAccount token verifiers find the keys.

@@ -4,7 +4,6 @@
 //! It does not decide REST semantics (that is `strata-registry`) nor turn storage errors into
 //! Status (also the registry); it only renders what it is given.
 
-pub mod authz;
 mod discovery;
 mod handlers;
 pub mod negotiate;
@@ -24,6 +23,8 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use strata_auth::authn::{Authenticator, AuthnConfig};
+use strata_auth::authz::{AllowAll, Authorizer};
 use strata_registry::Registry;
 use tokio::net::TcpListener;
 
@@ -64,7 +65,8 @@ pub struct Frontend {
     openapi: std::collections::BTreeMap<String, serde_json::Value>,
     /// Set when the server shuts down: watch streams end so connections can drain.
     closing: tokio::sync::watch::Sender<bool>,
-    authorizer: Arc<dyn authz::Authorizer>,
+    authorizer: Arc<dyn Authorizer>,
+    authenticator: Authenticator,
 }
 
 impl std::fmt::Debug for Frontend {
@@ -76,17 +78,32 @@ impl std::fmt::Debug for Frontend {
 impl Frontend {
     pub fn new(registry: Arc<Registry>, config: FrontendConfig) -> Self {
         let openapi = openapi::documents(&registry);
+        let authenticator = Authenticator::new(
+            AuthnConfig {
+                anonymous: true,
+                token_file: None,
+            },
+            registry.clone(),
+        );
         Self {
             registry,
             config,
             openapi,
             closing: tokio::sync::watch::Sender::new(false),
-            authorizer: Arc::new(authz::AllowAll),
+            authorizer: Arc::new(AllowAll),
+            authenticator,
         }
     }
 
+    /// Authenticates requests with `config` (by default: anonymous allowed, no static tokens;
+    /// ServiceAccount tokens always authenticate).
+    pub fn with_authentication(mut self, config: AuthnConfig) -> Self {
+        self.authenticator = Authenticator::new(config, self.registry.clone());
+        self
+    }
+
     /// Puts `authorizer` in charge of the checks handlers make.
-    pub fn with_authorizer(mut self, authorizer: Arc<dyn authz::Authorizer>) -> Self {
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
         self.authorizer = authorizer;
         self
     }

@@ -295,6 +295,11 @@ impl Status {
         )
     }
 
+    /// 401 for a request without acceptable credentials.
+    pub fn unauthorized() -> Self {
+        Self::failure(StatusReason::Unauthorized, "Unauthorized".into(), None)
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::failure(StatusReason::BadRequest, message.into(), None)
     }

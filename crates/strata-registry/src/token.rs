@@ -8,7 +8,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use p256::ecdsa::signature::Signer;
+use p256::ecdsa::signature::{Signer, Verifier};
 use p256::ecdsa::{Signature, SigningKey};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -83,6 +83,59 @@ impl TokenIssuer {
         let input = format!("{}.{}", encode(&header), encode(claims));
         let signature: Signature = self.key.sign(input.as_bytes());
         format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+    }
+
+    /// Checks a token this issuer signed: the ES256 signature, `iss`, an audience among
+    /// `audiences`, and `nbf <= now < exp` (Unix seconds; a minute of clock skew allowed either
+    /// way, as Kubernetes allows). Returns the claims, or why the token is refused.
+    pub fn verify(&self, token: &str, audiences: &[&str], now: i64) -> Result<Value, String> {
+        const LEEWAY: i64 = 60;
+        let mut parts = token.split('.');
+        let (Some(header), Some(payload), Some(signature), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err("not a compact JWS".into());
+        };
+        let decode = |part: &str| -> Result<Value, String> {
+            let bytes = URL_SAFE_NO_PAD
+                .decode(part)
+                .map_err(|e| format!("bad base64url: {e}"))?;
+            serde_json::from_slice(&bytes).map_err(|e| format!("bad JSON: {e}"))
+        };
+        let head = decode(header)?;
+        if head["alg"] != "ES256" {
+            return Err(format!("unsupported algorithm {}", head["alg"]));
+        }
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .ok()
+            .and_then(|b| Signature::from_slice(&b).ok())
+            .ok_or("malformed signature")?;
+        let signed = &token[..header.len() + 1 + payload.len()];
+        self.key
+            .verifying_key()
+            .verify(signed.as_bytes(), &signature)
+            .map_err(|_| "invalid signature")?;
+        let claims = decode(payload)?;
+        if claims["iss"] != self.issuer.as_str() {
+            return Err("issuer mismatch".into());
+        }
+        let aud: Vec<&str> = match &claims["aud"] {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !aud.iter().any(|a| audiences.contains(a)) {
+            return Err("token audiences are not accepted".into());
+        }
+        let time = |k: &str| claims[k].as_i64();
+        match (time("exp"), time("nbf")) {
+            (Some(exp), _) if now >= exp + LEEWAY => return Err("token has expired".into()),
+            (_, Some(nbf)) if now + LEEWAY < nbf => return Err("token is not valid yet".into()),
+            (None, _) => return Err("token has no expiry".into()),
+            _ => {}
+        }
+        Ok(claims)
     }
 
     /// Answers a TokenRequest for the ServiceAccount `sa`: checks it as Kubernetes does, and
@@ -201,7 +254,6 @@ impl TokenIssuer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p256::ecdsa::signature::Verifier;
     use p256::ecdsa::VerifyingKey;
 
     fn sa() -> Object {
@@ -238,6 +290,32 @@ mod tests {
         let signed = format!("{}.{}", parts[0], parts[1]);
         assert!(key.verify(signed.as_bytes(), &sig).is_ok());
         assert!(key.verify(b"tampered", &sig).is_err());
+    }
+
+    #[test]
+    fn verify_accepts_its_own_live_tokens_only() {
+        let issuer = TokenIssuer::new(&[7u8; 32], "https://strata.test").unwrap();
+        let out = issuer
+            .issue(&sa(), json!({"spec": {"audiences": ["api", "x"]}}), 1_000)
+            .unwrap();
+        let token = out["status"]["token"].as_str().unwrap();
+        let claims = issuer.verify(token, &["x"], 1_500).unwrap();
+        assert_eq!(claims["sub"], "system:serviceaccount:ns1:robot");
+        // Expired (an hour by default, a minute of leeway), not yet valid, wrong audience.
+        assert!(issuer.verify(token, &["x"], 1_000 + 3_600 + 60).is_err());
+        assert!(issuer.verify(token, &["x"], 1_000 - 61).is_err());
+        assert!(issuer.verify(token, &["other"], 1_500).is_err());
+        // Another key, another issuer, a tampered payload, garbage.
+        let stranger = TokenIssuer::new(&[8u8; 32], "https://strata.test").unwrap();
+        assert!(stranger.verify(token, &["x"], 1_500).is_err());
+        let renamed = TokenIssuer::new(&[7u8; 32], "https://other").unwrap();
+        assert!(renamed.verify(token, &["x"], 1_500).is_err());
+        let mut parts: Vec<String> = token.split('.').map(String::from).collect();
+        parts[1] = URL_SAFE_NO_PAD.encode(br#"{"iss":"https://strata.test","aud":["x"],"exp":9999999999,"sub":"system:serviceaccount:ns1:admin"}"#);
+        assert!(issuer.verify(&parts.join("."), &["x"], 1_500).is_err());
+        for junk in ["", "a.b", "a.b.c", "....", "e30.e30.e30"] {
+            assert!(issuer.verify(junk, &["x"], 1_500).is_err(), "{junk}");
+        }
     }
 
     #[test]

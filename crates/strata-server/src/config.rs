@@ -39,6 +39,11 @@ pub struct Config {
     /// The `iss` of ServiceAccount tokens and their default audience
     /// (`--service-account-issuer`).
     pub service_account_issuer: String,
+    /// Requests without credentials are `system:anonymous` (`--anonymous-auth`, default true);
+    /// otherwise they are 401.
+    pub anonymous_auth: bool,
+    /// Static bearer tokens, Kubernetes' CSV format (`--token-auth-file`).
+    pub token_auth_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -56,6 +61,8 @@ impl Default for Config {
             watch_buffer_size: 1000,
             watch_cache_size: 100_000,
             service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
+            anonymous_auth: true,
+            token_auth_file: None,
         }
     }
 }
@@ -90,6 +97,9 @@ flags:
                                     (default 100000; history older than the store's is dropped)
   --service-account-issuer URL      issuer of ServiceAccount tokens and their default audience
                                     (default https://kubernetes.default.svc.cluster.local)
+  --anonymous-auth true|false       requests without credentials act as system:anonymous
+                                    (default true); false answers them 401
+  --token-auth-file FILE            static bearer tokens, one per line: token,user,uid,\"group1,group2\"
 ";
 
 /// Parses a Go-style duration: `300ms`, `5s`, `5m`, `1h30m`; a bare number means seconds.
@@ -180,6 +190,14 @@ impl Config {
                 "--watch-buffer-size" => c.watch_buffer_size = count(&flag, &value()?)?,
                 "--watch-cache-size" => c.watch_cache_size = count(&flag, &value()?)?,
                 "--service-account-issuer" => c.service_account_issuer = value()?,
+                "--anonymous-auth" => {
+                    c.anonymous_auth = match value()?.to_ascii_lowercase().as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => return Err(format!("invalid value for {flag}: {other:?}")),
+                    }
+                }
+                "--token-auth-file" => c.token_auth_file = Some(PathBuf::from(value()?)),
                 "--feature-gates" => {
                     for pair in value()?.split(',').filter(|p| !p.is_empty()) {
                         let (k, v) = pair

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use strata_auth::authn::{AuthnConfig, TokenFile};
 use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
@@ -155,7 +156,20 @@ impl Server {
             },
             ..FrontendConfig::default()
         };
-        let frontend = Arc::new(Frontend::new(registry, frontend_config));
+        let token_file = match &config.token_auth_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                Some(TokenFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+            }
+            None => None,
+        };
+        let frontend = Arc::new(
+            Frontend::new(registry, frontend_config).with_authentication(AuthnConfig {
+                anonymous: config.anonymous_auth,
+                token_file,
+            }),
+        );
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
