@@ -485,7 +485,9 @@ async fn start_strata(binary: &Path, dir: &Path) -> Result<Strata> {
         .arg("--listen")
         .arg(addr.to_string())
         .arg("--data-dir")
-        .arg(dir);
+        .arg(dir)
+        // Plain HTTP without credentials: the figures are the API's, not TLS's or RBAC's.
+        .args(["--insecure-http", "--anonymous-auth=true"]);
     let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
     wait_ready(&mut child, addr, "/readyz", Duration::from_secs(60)).await?;
     Ok(Strata { child, addr })

@@ -381,7 +381,7 @@ mod tests {
                 "strata-codec -> strata-store (dev): not allowed; strata-codec may depend on \
                  strata-object",
                 "strata-http -> strata-store (normal): not allowed; strata-http may depend on \
-                 strata-object, strata-codec, strata-registry",
+                 strata-object, strata-codec, strata-registry, strata-auth",
                 "strata-watch -> strata-registry (build): not allowed; strata-watch may depend \
                  on strata-object, strata-store",
                 "strata-watch -> strata-registry (normal): not allowed; strata-watch may depend \

@@ -77,6 +77,11 @@ impl TokenFile {
         Ok(TokenFile { users })
     }
 
+    /// Adds (or replaces) the user of `token`.
+    pub fn insert(&mut self, token: &str, user: UserInfo) {
+        self.users.insert(token.to_string(), user);
+    }
+
     pub fn len(&self) -> usize {
         self.users.len()
     }

@@ -134,16 +134,18 @@ impl Frontend {
 pub async fn serve(
     listener: TcpListener,
     frontend: Arc<Frontend>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -157,10 +159,40 @@ pub async fn serve(
                     let frontend = frontend.clone();
                     async move { Ok::<_, Infallible>(frontend.handle(req).await) }
                 });
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn.into_owned());
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    let result = match acceptor {
+                        Some(acceptor) => {
+                            // The handshake gets a deadline of its own, so a silent client cannot
+                            // hold a task forever.
+                            let handshake = tokio::time::timeout(
+                                Duration::from_secs(10),
+                                acceptor.accept(stream),
+                            );
+                            let stream = match handshake.await {
+                                Ok(Ok(s)) => s,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            };
+                            let conn = builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), service);
+                            watcher.watch(conn.into_owned()).await
+                        }
+                        None => {
+                            let conn = builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), service);
+                            watcher.watch(conn.into_owned()).await
+                        }
+                    };
+                    if let Err(e) = result {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                 });

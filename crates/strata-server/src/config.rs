@@ -44,6 +44,12 @@ pub struct Config {
     pub anonymous_auth: bool,
     /// Static bearer tokens, Kubernetes' CSV format (`--token-auth-file`).
     pub token_auth_file: Option<PathBuf>,
+    /// Serve plain HTTP instead of TLS (`--insecure-http`): for local tests and benchmarks.
+    pub insecure_http: bool,
+    /// The operator's serving certificate and key (`--tls-cert-file`,
+    /// `--tls-private-key-file`); without them the server makes its own CA.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -61,8 +67,11 @@ impl Default for Config {
             watch_buffer_size: 1000,
             watch_cache_size: 100_000,
             service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
-            anonymous_auth: true,
+            anonymous_auth: false,
             token_auth_file: None,
+            insecure_http: false,
+            tls_cert_file: None,
+            tls_private_key_file: None,
         }
     }
 }
@@ -77,6 +86,9 @@ pub const KNOWN_GATES: [(&str, bool); 4] = [
 
 pub const USAGE: &str = "\
 usage: strata serve [flags]
+
+Serves HTTPS with a certificate from its own CA and writes DATA_DIR/admin.kubeconfig (the CA
+and an admin token): KUBECONFIG=DATA_DIR/admin.kubeconfig kubectl get sa
 
 flags:
   --listen ADDR                     address to serve on (default 127.0.0.1:6443)
@@ -98,7 +110,11 @@ flags:
   --service-account-issuer URL      issuer of ServiceAccount tokens and their default audience
                                     (default https://kubernetes.default.svc.cluster.local)
   --anonymous-auth true|false       requests without credentials act as system:anonymous
-                                    (default true); false answers them 401
+                                    (default false: they are answered 401)
+  --insecure-http                   serve plain HTTP instead of TLS (local tests, benchmarks)
+  --tls-cert-file FILE              serving certificate chain (PEM); by default the server makes
+                                    a CA in DATA_DIR/pki and signs its own
+  --tls-private-key-file FILE       the serving certificate's private key (PEM)
   --token-auth-file FILE            static bearer tokens, one per line: token,user,uid,\"group1,group2\"
 ";
 
@@ -198,6 +214,16 @@ impl Config {
                     }
                 }
                 "--token-auth-file" => c.token_auth_file = Some(PathBuf::from(value()?)),
+                "--insecure-http" => {
+                    c.insecure_http = match inline.as_deref().map(str::to_ascii_lowercase) {
+                        None => true,
+                        Some(v) if v == "true" => true,
+                        Some(v) if v == "false" => false,
+                        Some(v) => return Err(format!("invalid value for {flag}: {v:?}")),
+                    }
+                }
+                "--tls-cert-file" => c.tls_cert_file = Some(PathBuf::from(value()?)),
+                "--tls-private-key-file" => c.tls_private_key_file = Some(PathBuf::from(value()?)),
                 "--feature-gates" => {
                     for pair in value()?.split(',').filter(|p| !p.is_empty()) {
                         let (k, v) = pair
@@ -217,6 +243,12 @@ impl Config {
                 "-h" | "--help" => return Err(String::new()),
                 other => return Err(format!("unknown flag {other:?}")),
             }
+        }
+        if c.tls_cert_file.is_some() != c.tls_private_key_file.is_some() {
+            return Err("--tls-cert-file and --tls-private-key-file go together".into());
+        }
+        if c.insecure_http && c.tls_cert_file.is_some() {
+            return Err("--insecure-http serves no TLS: drop the certificate flags".into());
         }
         Ok(c)
     }

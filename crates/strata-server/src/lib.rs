@@ -2,6 +2,7 @@
 //! creates the bootstrap namespaces, runs the compactor and serves HTTP until shutdown.
 
 pub mod config;
+pub mod pki;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use strata_auth::authn::{AuthnConfig, TokenFile};
+use strata_auth::{UserInfo, AUTHENTICATED, MASTERS};
 use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
@@ -117,6 +119,8 @@ pub struct Server {
     frontend: Arc<Frontend>,
     store: Arc<dyn Store>,
     config: Config,
+    tls: Option<pki::Tls>,
+    url: String,
 }
 
 impl std::fmt::Debug for Server {
@@ -156,14 +160,30 @@ impl Server {
             },
             ..FrontendConfig::default()
         };
-        let token_file = match &config.token_auth_file {
+        let mut token_file = match &config.token_auth_file {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                Some(TokenFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+                TokenFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?
             }
-            None => None,
+            None => TokenFile::default(),
         };
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            format!(
+                "cannot create data directory {}: {e}",
+                config.data_dir.display()
+            )
+        })?;
+        let admin_token = pki::admin_token(&config.data_dir)?;
+        token_file.insert(
+            &admin_token,
+            UserInfo {
+                name: pki::ADMIN_USER.into(),
+                groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+                ..Default::default()
+            },
+        );
+        let token_file = Some(token_file);
         let frontend = Arc::new(
             Frontend::new(registry, frontend_config).with_authentication(AuthnConfig {
                 anonymous: config.anonymous_auth,
@@ -173,16 +193,45 @@ impl Server {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let bound = listener.local_addr().unwrap_or(config.listen);
+        let tls = match (&config.tls_cert_file, &config.tls_private_key_file) {
+            _ if config.insecure_http => None,
+            (Some(cert), Some(key)) => Some(pki::from_files(cert, key)?),
+            _ => Some(pki::generated(&config.data_dir, bound)?),
+        };
+        let host = if bound.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        } else {
+            bound
+        };
+        let url = match tls {
+            Some(_) => format!("https://{host}"),
+            None => format!("http://{host}"),
+        };
+        let kubeconfig = pki::write_admin_kubeconfig(
+            &config.data_dir,
+            &url,
+            tls.as_ref().and_then(|t| t.ca_pem.as_deref()),
+            &admin_token,
+        )?;
+        tracing::info!(kubeconfig = %kubeconfig.display(), "wrote the admin kubeconfig");
         Ok(Server {
             listener,
             frontend,
             store,
             config,
+            tls,
+            url,
         })
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
+    }
+
+    /// The URL clients use: `https://` unless the server runs with `--insecure-http`.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// Serves until `shutdown` completes.
@@ -200,6 +249,7 @@ impl Server {
         strata_http::serve(
             self.listener,
             self.frontend,
+            self.tls.map(|t| t.server_config),
             shutdown,
             self.config.shutdown_drain,
         )

@@ -39,9 +39,9 @@ async fn main() {
         }
     };
     if let Some(addr) = server.local_addr() {
-        tracing::info!(%addr, "serving");
+        tracing::info!(%addr, url = server.url(), "serving");
         // A machine-readable line for scripts and tests that start on port 0.
-        println!("strata: listening on http://{addr}");
+        println!("strata: listening on {}", server.url());
     }
     server.run(shutdown_signal()).await;
     tracing::info!("stopped");

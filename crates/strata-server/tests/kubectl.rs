@@ -53,9 +53,21 @@ struct Kubectl {
 }
 
 impl Kubectl {
+    /// kubectl of this version with the kubeconfig at `path` (for example a TLS server's
+    /// admin.kubeconfig), or `None` when the binary is not installed.
+    fn with_kubeconfig(version: Version, path: &std::path::Path) -> Option<Kubectl> {
+        let mut k = Self::new_for(version, "http://unused")?;
+        k.kubeconfig = path.to_path_buf();
+        Some(k)
+    }
+
     /// Sets up the kubectl of this version for the server, or prints a skip notice and returns
     /// `None` when the binary is not installed.
     fn new(version: Version, server: &TestServer) -> Option<Kubectl> {
+        Self::new_for(version, &format!("http://{}", server.addr))
+    }
+
+    fn new_for(version: Version, server: &str) -> Option<Kubectl> {
         let Some(bin) = find_binary(version.binary_name()) else {
             eprintln!(
                 "\n!!!!!!!! SKIPPED: {} is not installed (run /work/shared/tools/install-clients.sh); \
@@ -72,7 +84,7 @@ kind: Config
 clusters:
 - name: strata
   cluster:
-    server: http://{addr}
+    server: {server}
 contexts:
 - name: strata
   context:
@@ -84,8 +96,7 @@ users:
   user: {{}}
 current-context: strata
 preferences: {{}}
-",
-            addr = server.addr
+"
         );
         std::fs::write(&kubeconfig, config).expect("write kubeconfig");
         Some(Kubectl {
@@ -1081,4 +1092,76 @@ fn kubectl_1_31_create_token() {
 #[test]
 fn kubectl_1_37_create_token() {
     create_token(Version::V1_37);
+}
+
+/// The default server: TLS from its own CA and `<data-dir>/admin.kubeconfig`, which kubectl
+/// uses as is (verifying the CA). A token made with `create token` is then a credential:
+/// kubectl uses it (`--token`), `auth whoami` names the ServiceAccount, and it stops working
+/// once the ServiceAccount is deleted.
+fn tls_admin_kubeconfig_and_service_account_tokens(version: Version) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let s = TestServer::start_tls_in(dir.path(), &[]);
+    let kubeconfig = dir.path().join("admin.kubeconfig");
+    let Some(k) = Kubectl::with_kubeconfig(version, &kubeconfig) else {
+        return;
+    };
+    let text = std::fs::read_to_string(&kubeconfig).expect("admin.kubeconfig");
+    assert!(
+        text.contains(&format!("server: https://{}", s.addr)),
+        "{text}"
+    );
+    assert!(text.contains("certificate-authority-data:"), "{text}");
+    let out = k.ok(&["get", "sa", "-n", "kube-system", "-o", "name"]);
+    assert_eq!(out.trim(), "", "{out}");
+    let out = k.ok(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    assert_eq!(out, "strata-admin");
+    k.ok(&["create", "sa", "robot"]);
+    let token = k.ok(&["create", "token", "robot"]).trim().to_string();
+
+    let as_robot = |args: &[&str]| {
+        let mut all = vec!["--token", token.as_str()];
+        all.extend_from_slice(args);
+        k.run(&all)
+    };
+    let r = as_robot(&["get", "sa", "robot", "-o", "name"]);
+    assert!(r.success(), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "serviceaccount/robot");
+    let r = as_robot(&["auth", "whoami"]);
+    assert!(r.success(), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("system:serviceaccount:default:robot"),
+        "{}",
+        r.stdout
+    );
+    // Without credentials: refused.
+    let r = k.run(&["--token", "not-a-token", "get", "sa"]);
+    assert!(!r.success());
+    assert!(
+        r.stderr.contains("Unauthorized") || r.stderr.contains("must be logged in"),
+        "{}",
+        r.stderr
+    );
+    k.ok(&["delete", "sa", "robot"]);
+    let r = as_robot(&["get", "sa"]);
+    assert!(!r.success(), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("Unauthorized") || r.stderr.contains("must be logged in"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn kubectl_1_31_tls_admin_kubeconfig_and_service_account_tokens() {
+    tls_admin_kubeconfig_and_service_account_tokens(Version::V1_31);
+}
+
+#[test]
+fn kubectl_1_37_tls_admin_kubeconfig_and_service_account_tokens() {
+    tls_admin_kubeconfig_and_service_account_tokens(Version::V1_37);
 }

@@ -191,6 +191,45 @@ impl Field<BTreeMap<String, String>> for StrMap {
     }
 }
 
+/// `UserInfo.extra`: a map of string lists in JSON, of `ExtraValue{items}` in protobuf.
+struct ExtraMap;
+impl Field<BTreeMap<String, authn::ExtraValue>> for ExtraMap {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &BTreeMap<String, authn::ExtraValue>) {
+        if !v.is_empty() {
+            let obj: Map<String, Value> = v
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.items.clone())))
+                .collect();
+            m.insert(key.into(), Value::Object(obj));
+        }
+    }
+    fn get(
+        m: &Map<String, Value>,
+        key: &str,
+    ) -> Result<BTreeMap<String, authn::ExtraValue>, String> {
+        match present(m, key) {
+            None => Ok(BTreeMap::new()),
+            Some(Value::Object(o)) => o
+                .iter()
+                .map(|(k, v)| {
+                    let items = match v {
+                        Value::Array(a) => a
+                            .iter()
+                            .map(|i| match i {
+                                Value::String(s) => Ok(s.clone()),
+                                other => Err(wrong(&format!("{key}.{k}"), "string", other)),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?,
+                        other => return Err(wrong(&format!("{key}.{k}"), "array", other)),
+                    };
+                    Ok((k.clone(), authn::ExtraValue { items }))
+                })
+                .collect(),
+            Some(other) => Err(wrong(key, "object", other)),
+        }
+    }
+}
+
 /// A `metav1.Time`: an RFC 3339 string in JSON, whole seconds in protobuf; the zero time, and
 /// times RFC 3339 cannot write, are omitted.
 struct Time;
@@ -503,6 +542,22 @@ json_form!(authn::TokenRequestSpec {
 json_form!(authn::TokenRequestStatus {
     token: "token" => Str @ 1,
     expiration_timestamp: "expirationTimestamp" => Time @ 2,
+});
+
+json_form!(authn::UserInfo {
+    username: "username" => PtrStr @ 1,
+    uid: "uid" => PtrStr @ 2,
+    groups: "groups" => Strs @ 3,
+    extra: "extra" => ExtraMap @ 4,
+});
+
+json_form!(authn::SelfSubjectReviewStatus {
+    user_info: "userInfo" => PtrObj @ 1,
+});
+
+json_form!(authn::SelfSubjectReview {
+    metadata: "metadata" => Obj @ 1,
+    status: "status" => Obj @ 2,
 });
 
 json_form!(authn::TokenRequest {

@@ -31,7 +31,7 @@ use write::WriteProto;
 pub const MAGIC: [u8; 4] = [0x6b, 0x38, 0x73, 0x00];
 
 /// Kinds with a protobuf form.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     "ServiceAccount",
     "ServiceAccountList",
     "Namespace",
@@ -39,6 +39,7 @@ pub const KINDS: [&str; 7] = [
     "Status",
     "DeleteOptions",
     "TokenRequest",
+    "SelfSubjectReview",
 ];
 
 fn to_message<M: JsonForm + Message>(v: &Value) -> Result<Vec<u8>, DecodeError> {
@@ -87,6 +88,7 @@ fn encode_message_with_prost(kind: &str, v: &Value) -> Result<Vec<u8>, DecodeErr
         "Status" => to_message::<meta::Status>(v),
         "DeleteOptions" => to_message::<meta::DeleteOptions>(v),
         "TokenRequest" => to_message::<authn::TokenRequest>(v),
+        "SelfSubjectReview" => to_message::<authn::SelfSubjectReview>(v),
         other => Err(DecodeError(format!("{other} has no protobuf form"))),
     }
 }
@@ -101,6 +103,7 @@ pub fn decode_message(kind: &str, raw: &[u8]) -> Result<Value, DecodeError> {
         "Status" => from_message::<meta::Status>(raw),
         "DeleteOptions" => from_message::<meta::DeleteOptions>(raw),
         "TokenRequest" => from_message::<authn::TokenRequest>(raw),
+        "SelfSubjectReview" => from_message::<authn::SelfSubjectReview>(raw),
         other => Err(DecodeError(format!(
             "no kind {other:?} is registered for protobuf"
         ))),

@@ -264,6 +264,18 @@ impl WriteField<std::collections::BTreeMap<String, String>> for StrMap {
     }
 }
 
+/// `UserInfo.extra` (`map<string, ExtraValue>`): rare enough that a present value is left to
+/// the prost path.
+pub struct ExtraMap;
+impl<T> WriteField<T> for ExtraMap {
+    fn write(_out: &mut Vec<u8>, _tag: u32, v: Option<&Value>) -> Written {
+        match v {
+            None => Ok(()),
+            Some(_) => Err(Reject),
+        }
+    }
+}
+
 /// One entry of a `map<string, string>`: a message with the key in field 1 and the value in
 /// field 2, each left out when empty.
 #[inline]

@@ -55,10 +55,16 @@ impl Reply {
     }
 }
 
-fn spawn(data_dir: &Path, extra: &[&str]) -> (Child, String) {
+/// Flags every test server gets unless it asks for TLS: plain HTTP, and requests without
+/// credentials allowed (tests of authentication override the latter).
+const PLAIN: [&str; 2] = ["--insecure-http", "--anonymous-auth=true"];
+
+fn spawn(data_dir: &Path, extra: &[&str], tls: bool) -> (Child, String) {
+    let defaults: &[&str] = if tls { &[] } else { &PLAIN };
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
+        .args(defaults)
         .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -70,9 +76,11 @@ fn spawn(data_dir: &Path, extra: &[&str]) -> (Child, String) {
     BufReader::new(stdout)
         .read_line(&mut line)
         .expect("read the listening line");
+    let scheme = if tls { "https://" } else { "http://" };
     let addr = line
         .trim()
-        .strip_prefix("strata: listening on http://")
+        .strip_prefix("strata: listening on ")
+        .and_then(|url| url.strip_prefix(scheme))
         .unwrap_or_else(|| panic!("unexpected first line from strata: {line:?}"))
         .to_string();
     (child, addr)
@@ -94,7 +102,17 @@ impl TestServer {
 
     /// Starts a server on an existing data directory (kept by the caller).
     pub fn start_in(data_dir: &Path, extra: &[&str]) -> TestServer {
-        let (child, addr) = spawn(data_dir, extra);
+        Self::spawned(data_dir, extra, false)
+    }
+
+    /// Starts a server with its defaults (TLS from its own CA, credentials required) on an
+    /// existing data directory. Its plain-HTTP helpers do not apply; use the admin kubeconfig.
+    pub fn start_tls_in(data_dir: &Path, extra: &[&str]) -> TestServer {
+        Self::spawned(data_dir, extra, true)
+    }
+
+    fn spawned(data_dir: &Path, extra: &[&str], tls: bool) -> TestServer {
+        let (child, addr) = spawn(data_dir, extra, tls);
         TestServer {
             child: Some(child),
             addr,

@@ -39,3 +39,38 @@ pub struct TokenRequest {
     #[prost(message, optional, tag = "3")]
     pub status: ::core::option::Option<TokenRequestStatus>,
 }
+/// SelfSubjectReview (authentication.k8s.io/v1): the caller's own identity, as
+/// `kubectl auth whoami` asks for it.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExtraValue {
+    #[prost(string, repeated, tag = "1")]
+    pub items: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UserInfo {
+    #[prost(string, optional, tag = "1")]
+    pub username: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "2")]
+    pub uid: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "3")]
+    pub groups: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(btree_map = "string, message", tag = "4")]
+    pub extra: ::prost::alloc::collections::BTreeMap<
+        ::prost::alloc::string::String,
+        ExtraValue,
+    >,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SelfSubjectReviewStatus {
+    #[prost(message, optional, tag = "1")]
+    pub user_info: ::core::option::Option<UserInfo>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SelfSubjectReview {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    >,
+    #[prost(message, optional, tag = "2")]
+    pub status: ::core::option::Option<SelfSubjectReviewStatus>,
+}

@@ -1,0 +1,258 @@
+//! The server's TLS material and the admin kubeconfig.
+//!
+//! On first start the server makes a certificate authority in `<data-dir>/pki` and keeps it;
+//! every start it signs a fresh serving certificate for the addresses it listens on (kept as
+//! `pki/apiserver.{crt,key}`), and writes
+//! `<data-dir>/admin.kubeconfig`: the server's URL, the CA, and an admin token (group
+//! `system:masters`) that is also kept in the data directory. Operators may bring their own
+//! serving certificate instead (`--tls-cert-file`, `--tls-private-key-file`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The common name of the generated CA.
+const CA_NAME: &str = "strata-ca";
+/// The admin user of the generated kubeconfig.
+pub const ADMIN_USER: &str = "strata-admin";
+
+/// What TLS serving and the admin kubeconfig need.
+pub struct Tls {
+    pub server_config: Arc<rustls::ServerConfig>,
+    /// PEM of the CA that clients should trust; `None` for an operator's own certificate.
+    pub ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("generated_ca", &self.ca_pem.is_some())
+            .finish()
+    }
+}
+
+fn pki_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("pki")
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// Writes `contents` readable by the owner only.
+fn write_private(path: &Path, contents: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut f = options.open(path).map_err(|e| io_error(path, e))?;
+    f.write_all(contents).map_err(|e| io_error(path, e))
+}
+
+fn ca_params() -> Result<CertificateParams, String> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, CA_NAME);
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    Ok(params)
+}
+
+/// The CA's key and certificate: made on first start, read back afterwards. The certificate
+/// object is rebuilt from the same parameters and key, which is all signing needs (the issuer
+/// name and key identifier are the same).
+fn certificate_authority(dir: &Path) -> Result<(KeyPair, Certificate, String), String> {
+    let key_path = dir.join("ca.key");
+    let cert_path = dir.join("ca.crt");
+    let (key, pem) = if key_path.exists() && cert_path.exists() {
+        let key_pem = std::fs::read_to_string(&key_path).map_err(|e| io_error(&key_path, e))?;
+        let key = KeyPair::from_pem(&key_pem).map_err(|e| io_error(&key_path, e))?;
+        let pem = std::fs::read_to_string(&cert_path).map_err(|e| io_error(&cert_path, e))?;
+        (key, Some(pem))
+    } else {
+        (KeyPair::generate().map_err(|e| e.to_string())?, None)
+    };
+    let cert = ca_params()?
+        .self_signed(&key)
+        .map_err(|e| format!("making the CA certificate: {e}"))?;
+    let pem = match pem {
+        Some(pem) => pem,
+        None => {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+            write_private(&key_path, key.serialize_pem().as_bytes())?;
+            std::fs::write(&cert_path, cert.pem()).map_err(|e| io_error(&cert_path, e))?;
+            tracing::info!(path = %cert_path.display(), "created a certificate authority");
+            cert.pem()
+        }
+    };
+    Ok((key, cert, pem))
+}
+
+/// A serving certificate for `listen`, signed by the CA: names `localhost`, the loopback
+/// addresses, the listening address and the in-cluster service names.
+fn serving_certificate(
+    listen: SocketAddr,
+    ca_key: &KeyPair,
+    ca: &Certificate,
+) -> Result<(String, KeyPair), String> {
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+        "kubernetes.default.svc.cluster.local".to_string(),
+    ])
+    .map_err(|e| e.to_string())?;
+    let mut ips: Vec<IpAddr> = vec![
+        IpAddr::from([127, 0, 0, 1]),
+        "::1".parse().unwrap_or(listen.ip()),
+    ];
+    if !listen.ip().is_unspecified() && !ips.contains(&listen.ip()) {
+        ips.push(listen.ip());
+    }
+    params
+        .subject_alt_names
+        .extend(ips.into_iter().map(SanType::IpAddress));
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "strata-apiserver");
+    params.distinguished_name = dn;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let now = std::time::SystemTime::now();
+    params.not_before = (now - std::time::Duration::from_secs(3600)).into();
+    params.not_after = (now + std::time::Duration::from_secs(365 * 24 * 3600)).into();
+    let key = KeyPair::generate().map_err(|e| e.to_string())?;
+    let cert = params
+        .signed_by(&key, ca, ca_key)
+        .map_err(|e| format!("signing the serving certificate: {e}"))?;
+    Ok((cert.pem(), key))
+}
+
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the serving certificate and key do not fit: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// TLS from the operator's certificate and key files (PEM).
+pub fn from_files(cert: &Path, key: &Path) -> Result<Tls, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| io_error(cert, e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| io_error(cert, e))?;
+    if chain.is_empty() {
+        return Err(format!("{}: no certificate found", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| io_error(key, e))?;
+    Ok(Tls {
+        server_config: server_config(chain, key)?,
+        ca_pem: None,
+    })
+}
+
+/// TLS from the data directory's CA, made on first start, with a serving certificate for
+/// `listen`.
+pub fn generated(data_dir: &Path, listen: SocketAddr) -> Result<Tls, String> {
+    let dir = pki_dir(data_dir);
+    let (ca_key, ca, ca_pem) = certificate_authority(&dir)?;
+    let (cert_pem, key) = serving_certificate(listen, &ca_key, &ca)?;
+    // Kept beside the CA for inspection (and for other servers to reuse).
+    let cert_path = dir.join("apiserver.crt");
+    std::fs::write(&cert_path, &cert_pem).map_err(|e| io_error(&cert_path, e))?;
+    write_private(&dir.join("apiserver.key"), key.serialize_pem().as_bytes())?;
+    let chain =
+        vec![CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| e.to_string())?];
+    let key =
+        PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).map_err(|e| e.to_string())?;
+    Ok(Tls {
+        server_config: server_config(chain, key)?,
+        ca_pem: Some(ca_pem),
+    })
+}
+
+/// The admin token kept in the data directory, made on first start.
+pub fn admin_token(data_dir: &Path) -> Result<String, String> {
+    let dir = pki_dir(data_dir);
+    let path = dir.join("admin.token");
+    if let Ok(token) = std::fs::read_to_string(&path) {
+        let token = token.trim().to_string();
+        if !token.is_empty() {
+            return Ok(token);
+        }
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let bytes: [u8; 32] = rand::random();
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(&path, token.as_bytes())?;
+    Ok(token)
+}
+
+/// Writes `<data-dir>/admin.kubeconfig` for the server at `url`; returns its path.
+pub fn write_admin_kubeconfig(
+    data_dir: &Path,
+    url: &str,
+    ca_pem: Option<&str>,
+    token: &str,
+) -> Result<PathBuf, String> {
+    use base64::Engine;
+    let ca = match ca_pem {
+        Some(pem) => format!(
+            "    certificate-authority-data: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        ),
+        None => String::new(),
+    };
+    let text = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: strata
+  cluster:
+    server: {url}
+{ca}contexts:
+- name: {ADMIN_USER}@strata
+  context:
+    cluster: strata
+    namespace: default
+    user: {ADMIN_USER}
+current-context: {ADMIN_USER}@strata
+users:
+- name: {ADMIN_USER}
+  user:
+    token: {token}
+preferences: {{}}
+"
+    );
+    let path = data_dir.join("admin.kubeconfig");
+    write_private(&path, text.as_bytes())?;
+    Ok(path)
+}
