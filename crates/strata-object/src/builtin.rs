@@ -1,6 +1,8 @@
-//! The built-in resource types: ServiceAccount and Namespace (core/v1).
+//! The built-in resource types: ServiceAccount and Namespace (core/v1), and the RBAC kinds
+//! (rbac.authorization.k8s.io/v1).
 //!
-//! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json`.
+//! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json` and
+//! `schemas/rbac-v1.json`.
 //! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
 //! registry's strategies, not here.
 
@@ -10,14 +12,18 @@ use crate::resource::{GroupVersionKind, NameRule, ResourceType, Scope, SubResour
 use crate::selector::UnknownFieldStyle;
 
 const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
+const RBAC_V1_SCHEMAS: &str = include_str!("../schemas/rbac-v1.json");
 
 /// Every component schema of the built-in types, keyed by component name.
 pub fn schema_catalog() -> Map<String, Value> {
-    match serde_json::from_str(CORE_V1_SCHEMAS) {
-        Ok(Value::Object(m)) => m,
-        // The file is compiled in and checked by a unit test below.
-        _ => Map::new(),
+    let mut catalog = Map::new();
+    for file in [CORE_V1_SCHEMAS, RBAC_V1_SCHEMAS] {
+        // The files are compiled in and checked by a unit test below.
+        if let Ok(Value::Object(m)) = serde_json::from_str(file) {
+            catalog.extend(m);
+        }
     }
+    catalog
 }
 
 /// The components reachable from `root` through `$ref`s, `root` included.
@@ -54,12 +60,24 @@ pub fn closure(catalog: &Map<String, Value>, root: &str) -> Map<String, Value> {
 }
 
 fn core_v1(kind: &str, resource: &str, singular: &str, scope: Scope) -> ResourceType {
+    built_in("", "io.k8s.api.core.v1", kind, resource, singular, scope)
+}
+
+/// A built-in type of `group`/v1 whose schemas are `<package>.<Kind>` and `<Kind>List`.
+fn built_in(
+    group: &str,
+    package: &str,
+    kind: &str,
+    resource: &str,
+    singular: &str,
+    scope: Scope,
+) -> ResourceType {
     let catalog = schema_catalog();
-    let schema_name = format!("io.k8s.api.core.v1.{kind}");
+    let schema_name = format!("{package}.{kind}");
     let mut definitions = closure(&catalog, &schema_name);
     // The list kind and the shared meta kinds go into the same OpenAPI document.
     for extra in [
-        format!("io.k8s.api.core.v1.{kind}List"),
+        format!("{package}.{kind}List"),
         "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
         "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions".into(),
     ] {
@@ -68,7 +86,7 @@ fn core_v1(kind: &str, resource: &str, singular: &str, scope: Scope) -> Resource
         }
     }
     ResourceType {
-        group: String::new(),
+        group: group.into(),
         version: "v1".into(),
         kind: kind.into(),
         list_kind: format!("{kind}List"),
@@ -135,9 +153,60 @@ pub fn namespace() -> ResourceType {
     t
 }
 
+fn rbac_v1(kind: &str, resource: &str, singular: &str, scope: Scope) -> ResourceType {
+    let mut t = built_in(
+        "rbac.authorization.k8s.io",
+        "io.k8s.api.rbac.v1",
+        kind,
+        resource,
+        singular,
+        scope,
+    );
+    t.verbs = Verb::ALL.to_vec();
+    t.name_rule = NameRule::PathSegment;
+    t
+}
+
+/// `roles` (rbac.authorization.k8s.io/v1 Role, namespaced).
+pub fn role() -> ResourceType {
+    rbac_v1("Role", "roles", "role", Scope::Namespaced)
+}
+
+/// `clusterroles` (rbac.authorization.k8s.io/v1 ClusterRole, cluster-scoped).
+pub fn cluster_role() -> ResourceType {
+    rbac_v1("ClusterRole", "clusterroles", "clusterrole", Scope::Cluster)
+}
+
+/// `rolebindings` (rbac.authorization.k8s.io/v1 RoleBinding, namespaced).
+pub fn role_binding() -> ResourceType {
+    rbac_v1(
+        "RoleBinding",
+        "rolebindings",
+        "rolebinding",
+        Scope::Namespaced,
+    )
+}
+
+/// `clusterrolebindings` (rbac.authorization.k8s.io/v1 ClusterRoleBinding, cluster-scoped).
+pub fn cluster_role_binding() -> ResourceType {
+    rbac_v1(
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        Scope::Cluster,
+    )
+}
+
 /// All built-in types, in discovery order.
 pub fn all() -> Vec<ResourceType> {
-    vec![namespace(), service_account()]
+    vec![
+        namespace(),
+        service_account(),
+        cluster_role_binding(),
+        cluster_role(),
+        role_binding(),
+        role(),
+    ]
 }
 
 #[cfg(test)]

@@ -95,6 +95,9 @@ pub struct SubResource {
 pub enum NameRule {
     /// DNS-1123 subdomain, at most 253 characters (most kinds).
     Dns1123Subdomain,
+    /// Any name usable as one URL path segment: not `.` or `..`, no `/` or `%` (the RBAC
+    /// kinds, whose names such as `system:discovery` are not DNS names).
+    PathSegment,
     /// DNS-1123 label, at most 63 characters (namespaces).
     Dns1123Label,
 }

@@ -318,6 +318,11 @@ impl Status {
         )
     }
 
+    /// 403 for a request that names no resource: `forbidden: <why>`.
+    pub fn forbidden_plain(why: &str) -> Self {
+        Self::failure(StatusReason::Forbidden, format!("forbidden: {why}"), None)
+    }
+
     /// 405 from the router: the path exists but not with this method.
     pub fn method_not_allowed() -> Self {
         Self::failure(

@@ -32,7 +32,9 @@ pub use continue_token::ContinueToken;
 pub use delete::{DeleteOptions, Deleted, Preconditions};
 pub use selection::Selection;
 pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
-pub use strategy::{DefaultStrategy, NamespaceStrategy, ServiceAccountStrategy, Strategy};
+pub use strategy::{
+    DefaultStrategy, NamespaceStrategy, RbacStrategy, ServiceAccountStrategy, Strategy,
+};
 pub use token::TokenIssuer;
 pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
 pub use write::{default_manager, validate_manager, Body, FieldValidation, PatchKind, Written};
@@ -58,8 +60,12 @@ impl std::fmt::Debug for RegisteredType {
     }
 }
 
+/// A last check of an object about to be stored (the new object, and the stored one on an
+/// update): what the frontend knows and the registry does not, such as who is writing.
+pub type Admit = Arc<dyn Fn(&Object, Option<&Object>) -> Result<(), Status> + Send + Sync>;
+
 /// Options of create, update and patch.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct WriteOptions {
     /// `dryRun=All`: run every stage but store nothing.
     pub dry_run: bool,
@@ -71,6 +77,21 @@ pub struct WriteOptions {
     pub force: bool,
     /// The sub-resource written through (`status`, `finalize`), or empty for the object.
     pub subresource: String,
+    /// Runs after validation, before anything is stored (dry runs included).
+    pub admit: Option<Admit>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("dry_run", &self.dry_run)
+            .field("field_manager", &self.field_manager)
+            .field("field_validation", &self.field_validation)
+            .field("force", &self.force)
+            .field("subresource", &self.subresource)
+            .field("admit", &self.admit.is_some())
+            .finish()
+    }
 }
 
 /// Options of list and deletecollection.
@@ -169,6 +190,17 @@ impl Registry {
             strata_object::builtin::service_account(),
             Arc::new(ServiceAccountStrategy),
         );
+        for (info, kind) in [
+            (
+                strata_object::builtin::cluster_role_binding(),
+                "ClusterRoleBinding",
+            ),
+            (strata_object::builtin::cluster_role(), "ClusterRole"),
+            (strata_object::builtin::role_binding(), "RoleBinding"),
+            (strata_object::builtin::role(), "Role"),
+        ] {
+            r.register(info, Arc::new(RbacStrategy::new(kind)));
+        }
         r
     }
 
@@ -672,6 +704,9 @@ impl Registry {
         if rt.info.namespaced() {
             self.check_namespace_open(rt, namespace, obj.name()).await?;
         }
+        if let Some(admit) = &opts.admit {
+            admit(&obj, None)?;
+        }
         if opts.dry_run {
             // A dry run stores nothing but still reports the conflict a real create would meet.
             let key = rt.info.key(obj.namespace(), obj.name());
@@ -1032,9 +1067,13 @@ impl Registry {
             if errors.is_empty() {
                 errors.extend(validation::validate_object_meta(info, &obj));
                 errors.extend(rt.strategy.validate(&obj));
+                errors.extend(rt.strategy.validate_update(&obj, &current));
             }
             if !errors.is_empty() {
                 return Err(Status::invalid(&info.group, &info.kind, name, &errors));
+            }
+            if let Some(admit) = &opts.admit {
+                admit(&obj, Some(&current))?;
             }
             obj.set_resource_version("");
             let bytes = encode_stored(&obj);

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 use strata_object::field::FieldError;
+pub(crate) use strata_object::field::FieldErrorKind;
 use strata_object::Object;
 
 /// Kind-specific hooks of the write path. Every hook has a neutral default.
@@ -15,6 +16,11 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Kind-specific validation beyond object metadata.
     fn validate(&self, _obj: &Object) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Kind-specific checks of an update of `old` into `new` (immutable fields).
+    fn validate_update(&self, _new: &Object, _old: &Object) -> Vec<FieldError> {
         Vec::new()
     }
 
@@ -206,4 +212,149 @@ pub fn spec_finalizers(obj: &Object) -> impl Iterator<Item = &str> {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
+}
+
+/// The RBAC kinds: rules and bindings checked as Kubernetes checks them; a binding's `roleRef`
+/// never changes.
+#[derive(Debug)]
+pub struct RbacStrategy {
+    /// `Role`, `ClusterRole`, `RoleBinding` or `ClusterRoleBinding`.
+    kind: &'static str,
+}
+
+impl RbacStrategy {
+    pub fn new(kind: &'static str) -> Self {
+        Self { kind }
+    }
+
+    fn validate_rules(&self, obj: &Object, errors: &mut Vec<FieldError>) {
+        let Some(Value::Array(rules)) = obj.as_map().get("rules") else {
+            return;
+        };
+        let list = |rule: &Value, key: &str| -> usize {
+            rule.get(key).and_then(Value::as_array).map_or(0, Vec::len)
+        };
+        for (i, rule) in rules.iter().enumerate() {
+            let path = format!("rules[{i}]");
+            if list(rule, "verbs") == 0 {
+                errors.push(FieldError::required(
+                    &format!("{path}.verbs"),
+                    "verbs must contain at least one value",
+                ));
+            }
+            let urls = list(rule, "nonResourceURLs");
+            if urls > 0 {
+                if self.kind == "Role" {
+                    errors.push(FieldError::new(
+                        crate::strategy::FieldErrorKind::Invalid,
+                        format!("{path}.nonResourceURLs"),
+                        Some(format!("{}", rule["nonResourceURLs"])),
+                        "namespaced rules cannot apply to non-resource URLs",
+                    ));
+                }
+                if list(rule, "apiGroups") > 0 || list(rule, "resources") > 0 {
+                    errors.push(FieldError::new(
+                        crate::strategy::FieldErrorKind::Invalid,
+                        format!("{path}.nonResourceURLs"),
+                        Some(format!("{}", rule["nonResourceURLs"])),
+                        "rules cannot apply to both regular resources and non-resource URLs",
+                    ));
+                }
+            } else {
+                if list(rule, "apiGroups") == 0 {
+                    errors.push(FieldError::required(
+                        &format!("{path}.apiGroups"),
+                        "resource rules must supply at least one api group",
+                    ));
+                }
+                if list(rule, "resources") == 0 {
+                    errors.push(FieldError::required(
+                        &format!("{path}.resources"),
+                        "resource rules must supply at least one resource",
+                    ));
+                }
+            }
+        }
+    }
+
+    fn validate_binding(&self, obj: &Object, errors: &mut Vec<FieldError>) {
+        let role_ref = obj.as_map().get("roleRef");
+        let text = |v: Option<&Value>, k: &str| {
+            v.and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        match role_ref {
+            None | Some(Value::Null) => {
+                errors.push(FieldError::required("roleRef", ""));
+            }
+            Some(_) => {
+                let kind = text(role_ref, "kind");
+                let allowed: &[&str] = if self.kind == "ClusterRoleBinding" {
+                    &["ClusterRole"]
+                } else {
+                    &["Role", "ClusterRole"]
+                };
+                if !allowed.contains(&kind.as_str()) {
+                    errors.push(FieldError::not_supported("roleRef.kind", &kind, allowed));
+                }
+                let group = text(role_ref, "apiGroup");
+                if group != "rbac.authorization.k8s.io" {
+                    errors.push(FieldError::not_supported(
+                        "roleRef.apiGroup",
+                        &group,
+                        &["rbac.authorization.k8s.io"],
+                    ));
+                }
+                if text(role_ref, "name").is_empty() {
+                    errors.push(FieldError::required("roleRef.name", ""));
+                }
+            }
+        }
+        let Some(Value::Array(subjects)) = obj.as_map().get("subjects") else {
+            return;
+        };
+        for (i, subject) in subjects.iter().enumerate() {
+            let kind = text(Some(subject), "kind");
+            if !["User", "Group", "ServiceAccount"].contains(&kind.as_str()) {
+                errors.push(FieldError::not_supported(
+                    &format!("subjects[{i}].kind"),
+                    &kind,
+                    &["ServiceAccount", "User", "Group"],
+                ));
+            }
+            if text(Some(subject), "name").is_empty() {
+                errors.push(FieldError::required(&format!("subjects[{i}].name"), ""));
+            }
+        }
+    }
+}
+
+impl Strategy for RbacStrategy {
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        match self.kind {
+            "Role" | "ClusterRole" => self.validate_rules(obj, &mut errors),
+            _ => self.validate_binding(obj, &mut errors),
+        }
+        errors
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        if self.kind.ends_with("Binding")
+            && new.as_map().get("roleRef") != old.as_map().get("roleRef")
+        {
+            return vec![FieldError::new(
+                crate::strategy::FieldErrorKind::Invalid,
+                "roleRef",
+                Some(format!(
+                    "{}",
+                    new.as_map().get("roleRef").cloned().unwrap_or(Value::Null)
+                )),
+                "cannot change roleRef",
+            )];
+        }
+        Vec::new()
+    }
 }

@@ -19,6 +19,7 @@ pub fn validate_object_meta(info: &ResourceType, obj: &Object) -> Vec<FieldError
         let problems = match info.name_rule {
             NameRule::Dns1123Subdomain => dns1123_subdomain_errors(name),
             NameRule::Dns1123Label => dns1123_label_errors(name),
+            NameRule::PathSegment => path_segment_errors(name),
         };
         for p in problems {
             errs.push(FieldError::invalid_string("metadata.name", name, p));
@@ -152,6 +153,20 @@ pub fn validate_object_meta_update(
                     added.join(", ")
                 ),
             ));
+        }
+    }
+    errs
+}
+
+/// Why `name` cannot be one URL path segment (Kubernetes' `IsValidPathSegmentName`).
+fn path_segment_errors(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    let mut errs = Vec::new();
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            errs.push(format!("may not contain '{bad}'"));
         }
     }
     errs

@@ -260,6 +260,8 @@ struct Inner {
     /// Keys whose stored value does not decode, with the decoder's error. They are in no
     /// list and no watch; reads of them report the error instead.
     corrupt: BTreeMap<String, String>,
+    /// The revision of the last change to this cache's objects (or of its last reset).
+    changed: Revision,
     window: VecDeque<CacheEvent>,
     /// A watch can start after any revision at or above this one.
     window_start: Revision,
@@ -344,6 +346,12 @@ impl WatchCache {
     pub fn get(&self, key: &str) -> (Option<Arc<CachedObject>>, Revision) {
         let inner = self.lock();
         (inner.state.get(key).cloned(), inner.revision)
+    }
+
+    /// The revision of the last change to the objects of this cache: equal between two calls
+    /// exactly when nothing of this type changed in between (for indexes built over a type).
+    pub fn changed(&self) -> Revision {
+        self.lock().changed
     }
 
     /// Why the value stored under `key` could not be decoded, if it could not.
@@ -527,6 +535,7 @@ impl WatchCache {
         let mut inner = self.lock();
         inner.state = state;
         inner.corrupt = corrupt;
+        inner.changed = revision;
         inner.window.clear();
         inner.window_start = revision;
         inner.revision = revision;
@@ -589,6 +598,9 @@ impl WatchCache {
             inner.window.push_back(event);
         }
         inner.revision = inner.revision.max(revision);
+        if let Some(last) = events.last() {
+            inner.changed = inner.changed.max(last.revision());
+        }
         while inner.window.len() > self.config.window_events
             || inner
                 .window
@@ -736,6 +748,7 @@ impl Caches {
                 revision: Revision::ZERO,
                 state: BTreeMap::new(),
                 corrupt: BTreeMap::new(),
+                changed: Revision::ZERO,
                 window: VecDeque::new(),
                 window_start: Revision::ZERO,
                 watchers: Vec::new(),

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::generated::k8s::io::api::authentication::v1 as authn;
+use super::generated::k8s::io::api::authorization::v1 as authz;
 use super::generated::k8s::io::api::core::v1 as core;
+use super::generated::k8s::io::api::rbac::v1 as rbac;
 use super::generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
 use super::write;
 
@@ -191,22 +193,45 @@ impl Field<BTreeMap<String, String>> for StrMap {
     }
 }
 
-/// `UserInfo.extra`: a map of string lists in JSON, of `ExtraValue{items}` in protobuf.
+/// The `ExtraValue` messages (a list of strings) of the authentication and authorization
+/// groups.
+trait StringList {
+    fn items(&self) -> &[String];
+    fn from_items(items: Vec<String>) -> Self;
+}
+
+impl StringList for authn::ExtraValue {
+    fn items(&self) -> &[String] {
+        &self.items
+    }
+    fn from_items(items: Vec<String>) -> Self {
+        Self { items }
+    }
+}
+
+impl StringList for authz::ExtraValue {
+    fn items(&self) -> &[String] {
+        &self.items
+    }
+    fn from_items(items: Vec<String>) -> Self {
+        Self { items }
+    }
+}
+
+/// `extra` of UserInfo and SubjectAccessReviewSpec: a map of string lists in JSON, of
+/// `ExtraValue{items}` in protobuf.
 struct ExtraMap;
-impl Field<BTreeMap<String, authn::ExtraValue>> for ExtraMap {
-    fn put(m: &mut Map<String, Value>, key: &str, v: &BTreeMap<String, authn::ExtraValue>) {
+impl<T: StringList> Field<BTreeMap<String, T>> for ExtraMap {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &BTreeMap<String, T>) {
         if !v.is_empty() {
             let obj: Map<String, Value> = v
                 .iter()
-                .map(|(k, v)| (k.clone(), Value::from(v.items.clone())))
+                .map(|(k, v)| (k.clone(), Value::from(v.items().to_vec())))
                 .collect();
             m.insert(key.into(), Value::Object(obj));
         }
     }
-    fn get(
-        m: &Map<String, Value>,
-        key: &str,
-    ) -> Result<BTreeMap<String, authn::ExtraValue>, String> {
+    fn get(m: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, T>, String> {
         match present(m, key) {
             None => Ok(BTreeMap::new()),
             Some(Value::Object(o)) => o
@@ -222,7 +247,7 @@ impl Field<BTreeMap<String, authn::ExtraValue>> for ExtraMap {
                             .collect::<Result<Vec<_>, _>>()?,
                         other => return Err(wrong(&format!("{key}.{k}"), "array", other)),
                     };
-                    Ok((k.clone(), authn::ExtraValue { items }))
+                    Ok((k.clone(), T::from_items(items)))
                 })
                 .collect(),
             Some(other) => Err(wrong(key, "object", other)),
@@ -561,6 +586,139 @@ json_form!(authn::SelfSubjectReview {
 });
 
 json_form!(authn::TokenRequest {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
+});
+
+json_form!(meta::LabelSelectorRequirement {
+    key: "key" => Str @ 1,
+    operator: "operator" => Str @ 2,
+    values: "values" => Strs @ 3,
+});
+
+json_form!(meta::LabelSelector {
+    match_labels: "matchLabels" => StrMap @ 1,
+    match_expressions: "matchExpressions" => Objs @ 2,
+});
+
+json_form!(rbac::PolicyRule {
+    verbs: "verbs" => Strs @ 1,
+    api_groups: "apiGroups" => Strs @ 2,
+    resources: "resources" => Strs @ 3,
+    resource_names: "resourceNames" => Strs @ 4,
+    non_resource_ur_ls: "nonResourceURLs" => Strs @ 5,
+});
+
+json_form!(rbac::AggregationRule {
+    cluster_role_selectors: "clusterRoleSelectors" => Objs @ 1,
+});
+
+json_form!(rbac::Role {
+    metadata: "metadata" => Obj @ 1,
+    rules: "rules" => Objs @ 2,
+});
+
+json_form!(rbac::RoleList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(rbac::ClusterRole {
+    metadata: "metadata" => Obj @ 1,
+    rules: "rules" => Objs @ 2,
+    aggregation_rule: "aggregationRule" => Obj @ 3,
+});
+
+json_form!(rbac::ClusterRoleList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(rbac::Subject {
+    kind: "kind" => Str @ 1,
+    api_group: "apiGroup" => Str @ 2,
+    name: "name" => Str @ 3,
+    namespace: "namespace" => Str @ 4,
+});
+
+json_form!(rbac::RoleRef {
+    api_group: "apiGroup" => Str @ 1,
+    kind: "kind" => Str @ 2,
+    name: "name" => Str @ 3,
+});
+
+json_form!(rbac::RoleBinding {
+    metadata: "metadata" => Obj @ 1,
+    subjects: "subjects" => Objs @ 2,
+    role_ref: "roleRef" => Obj @ 3,
+});
+
+json_form!(rbac::RoleBindingList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(rbac::ClusterRoleBinding {
+    metadata: "metadata" => Obj @ 1,
+    subjects: "subjects" => Objs @ 2,
+    role_ref: "roleRef" => Obj @ 3,
+});
+
+json_form!(rbac::ClusterRoleBindingList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(authz::ResourceAttributes {
+    namespace: "namespace" => Str @ 1,
+    verb: "verb" => Str @ 2,
+    group: "group" => Str @ 3,
+    version: "version" => Str @ 4,
+    resource: "resource" => Str @ 5,
+    subresource: "subresource" => Str @ 6,
+    name: "name" => Str @ 7,
+});
+
+json_form!(authz::NonResourceAttributes {
+    path: "path" => Str @ 1,
+    verb: "verb" => Str @ 2,
+});
+
+json_form!(authz::SubjectAccessReviewSpec {
+    resource_attributes: "resourceAttributes" => Obj @ 1,
+    non_resource_attributes: "nonResourceAttributes" => Obj @ 2,
+    user: "user" => Str @ 3,
+    groups: "groups" => Strs @ 4,
+    extra: "extra" => ExtraMap @ 5,
+    uid: "uid" => Str @ 6,
+});
+
+json_form!(authz::SelfSubjectAccessReviewSpec {
+    resource_attributes: "resourceAttributes" => Obj @ 1,
+    non_resource_attributes: "nonResourceAttributes" => Obj @ 2,
+});
+
+json_form!(authz::SubjectAccessReviewStatus {
+    allowed: "allowed" => PtrBool @ 1,
+    denied: "denied" => PtrBool @ 4,
+    reason: "reason" => Str @ 2,
+    evaluation_error: "evaluationError" => Str @ 3,
+});
+
+json_form!(authz::SubjectAccessReview {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
+});
+
+json_form!(authz::SelfSubjectAccessReview {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
+});
+
+json_form!(authz::LocalSubjectAccessReview {
     metadata: "metadata" => Obj @ 1,
     spec: "spec" => Obj @ 2,
     status: "status" => Obj @ 3,

@@ -21,7 +21,9 @@ use serde_json::Value;
 
 use crate::json::DecodeError;
 use generated::k8s::io::api::authentication::v1 as authn;
+use generated::k8s::io::api::authorization::v1 as authz;
 use generated::k8s::io::api::core::v1 as core;
+use generated::k8s::io::api::rbac::v1 as rbac;
 use generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
 use generated::k8s::io::apimachinery::pkg::runtime;
 pub use map::JsonForm;
@@ -31,7 +33,7 @@ use write::WriteProto;
 pub const MAGIC: [u8; 4] = [0x6b, 0x38, 0x73, 0x00];
 
 /// Kinds with a protobuf form.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 19] = [
     "ServiceAccount",
     "ServiceAccountList",
     "Namespace",
@@ -40,6 +42,17 @@ pub const KINDS: [&str; 8] = [
     "DeleteOptions",
     "TokenRequest",
     "SelfSubjectReview",
+    "Role",
+    "RoleList",
+    "ClusterRole",
+    "ClusterRoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "SubjectAccessReview",
+    "SelfSubjectAccessReview",
+    "LocalSubjectAccessReview",
 ];
 
 fn to_message<M: JsonForm + Message>(v: &Value) -> Result<Vec<u8>, DecodeError> {
@@ -63,6 +76,17 @@ fn write_message(kind: &str, v: &Value, out: &mut Vec<u8>) -> Option<()> {
         "Status" => meta::Status::write_proto(v, out),
         "DeleteOptions" => meta::DeleteOptions::write_proto(v, out),
         "TokenRequest" => authn::TokenRequest::write_proto(v, out),
+        "Role" => rbac::Role::write_proto(v, out),
+        "RoleList" => rbac::RoleList::write_proto(v, out),
+        "ClusterRole" => rbac::ClusterRole::write_proto(v, out),
+        "ClusterRoleList" => rbac::ClusterRoleList::write_proto(v, out),
+        "RoleBinding" => rbac::RoleBinding::write_proto(v, out),
+        "RoleBindingList" => rbac::RoleBindingList::write_proto(v, out),
+        "ClusterRoleBinding" => rbac::ClusterRoleBinding::write_proto(v, out),
+        "ClusterRoleBindingList" => rbac::ClusterRoleBindingList::write_proto(v, out),
+        "SubjectAccessReview" => authz::SubjectAccessReview::write_proto(v, out),
+        "SelfSubjectAccessReview" => authz::SelfSubjectAccessReview::write_proto(v, out),
+        "LocalSubjectAccessReview" => authz::LocalSubjectAccessReview::write_proto(v, out),
         _ => return None,
     };
     written.ok()
@@ -89,6 +113,17 @@ fn encode_message_with_prost(kind: &str, v: &Value) -> Result<Vec<u8>, DecodeErr
         "DeleteOptions" => to_message::<meta::DeleteOptions>(v),
         "TokenRequest" => to_message::<authn::TokenRequest>(v),
         "SelfSubjectReview" => to_message::<authn::SelfSubjectReview>(v),
+        "Role" => to_message::<rbac::Role>(v),
+        "RoleList" => to_message::<rbac::RoleList>(v),
+        "ClusterRole" => to_message::<rbac::ClusterRole>(v),
+        "ClusterRoleList" => to_message::<rbac::ClusterRoleList>(v),
+        "RoleBinding" => to_message::<rbac::RoleBinding>(v),
+        "RoleBindingList" => to_message::<rbac::RoleBindingList>(v),
+        "ClusterRoleBinding" => to_message::<rbac::ClusterRoleBinding>(v),
+        "ClusterRoleBindingList" => to_message::<rbac::ClusterRoleBindingList>(v),
+        "SubjectAccessReview" => to_message::<authz::SubjectAccessReview>(v),
+        "SelfSubjectAccessReview" => to_message::<authz::SelfSubjectAccessReview>(v),
+        "LocalSubjectAccessReview" => to_message::<authz::LocalSubjectAccessReview>(v),
         other => Err(DecodeError(format!("{other} has no protobuf form"))),
     }
 }
@@ -104,6 +139,17 @@ pub fn decode_message(kind: &str, raw: &[u8]) -> Result<Value, DecodeError> {
         "DeleteOptions" => from_message::<meta::DeleteOptions>(raw),
         "TokenRequest" => from_message::<authn::TokenRequest>(raw),
         "SelfSubjectReview" => from_message::<authn::SelfSubjectReview>(raw),
+        "Role" => from_message::<rbac::Role>(raw),
+        "RoleList" => from_message::<rbac::RoleList>(raw),
+        "ClusterRole" => from_message::<rbac::ClusterRole>(raw),
+        "ClusterRoleList" => from_message::<rbac::ClusterRoleList>(raw),
+        "RoleBinding" => from_message::<rbac::RoleBinding>(raw),
+        "RoleBindingList" => from_message::<rbac::RoleBindingList>(raw),
+        "ClusterRoleBinding" => from_message::<rbac::ClusterRoleBinding>(raw),
+        "ClusterRoleBindingList" => from_message::<rbac::ClusterRoleBindingList>(raw),
+        "SubjectAccessReview" => from_message::<authz::SubjectAccessReview>(raw),
+        "SelfSubjectAccessReview" => from_message::<authz::SelfSubjectAccessReview>(raw),
+        "LocalSubjectAccessReview" => from_message::<authz::LocalSubjectAccessReview>(raw),
         other => Err(DecodeError(format!(
             "no kind {other:?} is registered for protobuf"
         ))),
@@ -423,5 +469,29 @@ mod tests {
             Value::Array(a) => mutate(&mut a[i], next, replacements),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod review_tests {
+    use super::*;
+
+    #[test]
+    fn access_reviews_round_trip() {
+        let review = authz::SelfSubjectAccessReview {
+            metadata: None,
+            spec: Some(authz::SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(authz::ResourceAttributes {
+                    namespace: Some("default".into()),
+                    verb: Some("list".into()),
+                    resource: Some("serviceaccounts".into()),
+                    ..Default::default()
+                }),
+                non_resource_attributes: None,
+            }),
+            status: None,
+        };
+        let v = decode_message("SelfSubjectAccessReview", &review.encode_to_vec()).unwrap();
+        assert_eq!(v["spec"]["resourceAttributes"]["verb"], "list", "{v}");
     }
 }

@@ -173,3 +173,22 @@ pub struct WatchEvent {
     #[prost(message, optional, tag = "2")]
     pub object: ::core::option::Option<super::super::super::runtime::RawExtension>,
 }
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LabelSelector {
+    #[prost(btree_map = "string, string", tag = "1")]
+    pub match_labels: ::prost::alloc::collections::BTreeMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(message, repeated, tag = "2")]
+    pub match_expressions: ::prost::alloc::vec::Vec<LabelSelectorRequirement>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LabelSelectorRequirement {
+    #[prost(string, optional, tag = "1")]
+    pub key: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "2")]
+    pub operator: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "3")]
+    pub values: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}

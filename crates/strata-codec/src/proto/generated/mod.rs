@@ -7,9 +7,19 @@ pub mod k8s {
                     include!("k8s.io.api.authentication.v1.rs");
                 }
             }
+            pub mod authorization {
+                pub mod v1 {
+                    include!("k8s.io.api.authorization.v1.rs");
+                }
+            }
             pub mod core {
                 pub mod v1 {
                     include!("k8s.io.api.core.v1.rs");
+                }
+            }
+            pub mod rbac {
+                pub mod v1 {
+                    include!("k8s.io.api.rbac.v1.rs");
                 }
             }
         }
