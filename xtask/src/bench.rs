@@ -487,7 +487,11 @@ async fn start_strata(binary: &Path, dir: &Path) -> Result<Strata> {
         .arg("--data-dir")
         .arg(dir)
         // Plain HTTP without credentials: the figures are the API's, not TLS's or RBAC's.
-        .args(["--insecure-http", "--anonymous-auth=true"]);
+        .args([
+            "--insecure-http",
+            "--anonymous-auth=true",
+            "--authorization-mode=AlwaysAllow",
+        ]);
     let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
     wait_ready(&mut child, addr, "/readyz", Duration::from_secs(60)).await?;
     Ok(Strata { child, addr })

@@ -21,6 +21,10 @@ pub struct Attributes {
     pub resource: String,
     pub subresource: String,
     pub name: String,
+    /// A request for a resource (the fields above) rather than for a path (`path`).
+    pub resource_request: bool,
+    /// The path of a non-resource request (`/api`, `/healthz`, ...).
+    pub path: String,
 }
 
 /// An authorizer's answer.
@@ -57,6 +61,16 @@ pub fn check(authorizer: &dyn Authorizer, attrs: &Attributes) -> Result<(), Stat
 }
 
 fn forbidden(attrs: &Attributes, reason: &str) -> Status {
+    if !attrs.resource_request {
+        let mut why = format!(
+            "User {:?} cannot {} path {:?}",
+            attrs.user.name, attrs.verb, attrs.path
+        );
+        if !reason.is_empty() {
+            why.push_str(&format!(": {reason}"));
+        }
+        return Status::forbidden_plain(&why);
+    }
     let resource = if attrs.subresource.is_empty() {
         attrs.resource.clone()
     } else {
@@ -105,6 +119,7 @@ mod tests {
             api_version: "v1".into(),
             resource: "serviceaccounts".into(),
             name: "robot".into(),
+            resource_request: true,
             ..Default::default()
         };
         let denier = DenyVerb("unsafe-delete-ignore-read-errors");

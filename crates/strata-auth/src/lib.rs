@@ -8,6 +8,8 @@
 
 pub mod authn;
 pub mod authz;
+pub mod policy;
+pub mod rbac;
 
 use std::collections::BTreeMap;
 

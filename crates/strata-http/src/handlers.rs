@@ -16,7 +16,7 @@ use crate::query::Query;
 use crate::request::RequestInfo;
 use crate::respond::{self, Body, Render};
 use crate::table::{self, IncludeObject};
-use crate::{discovery, openapi, read_body, Frontend};
+use crate::{access, discovery, openapi, read_body, Frontend};
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
     headers
@@ -72,6 +72,14 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         Ok(user) => user,
         Err(s) => return respond::status(&s, render),
     };
+    // Then permission, for what the request asks (a dry run asks the same as the real thing).
+    let attrs = access::attributes(&method, &path, &query, &user);
+    if let Some(rbac) = &fe.rbac {
+        rbac.catch_up().await;
+    }
+    if let Err(s) = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs) {
+        return respond::status(&s, render);
+    }
     match path.as_str() {
         "/metrics" => return get_only(metrics(fe)),
         SELF_SUBJECT_REVIEWS => {
@@ -79,6 +87,17 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
                 Ok(resp) => resp,
                 Err(s) => respond::status(&s, render),
             }
+        }
+        SELF_SUBJECT_ACCESS_REVIEWS | SUBJECT_ACCESS_REVIEWS => {
+            let kind = if path == SUBJECT_ACCESS_REVIEWS {
+                "SubjectAccessReview"
+            } else {
+                "SelfSubjectAccessReview"
+            };
+            return match access_review(fe, req, &user, kind, "", &accept, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            };
         }
         "/.well-known/openid-configuration" => return get_only(openid_configuration(fe, render)),
         "/openid/v1/jwks" => return get_only(jwks(fe, render)),
@@ -108,6 +127,27 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             ))
         }
         _ => {}
+    }
+    if let Some(ns) = path
+        .strip_prefix("/apis/authorization.k8s.io/v1/namespaces/")
+        .and_then(|rest| rest.strip_suffix("/localsubjectaccessreviews"))
+        .filter(|ns| !ns.is_empty() && !ns.contains('/'))
+    {
+        let ns = ns.to_string();
+        return match access_review(
+            fe,
+            req,
+            &user,
+            "LocalSubjectAccessReview",
+            &ns,
+            &accept,
+            render,
+        )
+        .await
+        {
+            Ok(resp) => resp,
+            Err(s) => respond::status(&s, render),
+        };
     }
     if let Some(doc_path) = path.strip_prefix("/openapi/v3/") {
         return get_only(match fe.openapi.get(doc_path) {
@@ -314,6 +354,7 @@ fn write_options(
         field_validation,
         force: false,
         subresource: String::new(),
+        admit: None,
     })
 }
 
@@ -659,21 +700,24 @@ async fn resource(
         }
         (Method::POST, true) => {
             let output = fe.config.formats.output(&accept, false)?;
-            let opts = write_options(&query, req.headers(), "CreateOptions")?;
+            let mut opts = write_options(&query, req.headers(), "CreateOptions")?;
+            opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
             let body = object_body(fe, req, &rt.info.kind).await?;
             let written = fe.registry.create(&rt, ns, body, &opts).await?;
             Ok(written_response(201, written, &output, include, render))
         }
         (Method::PUT, false) => {
             let output = fe.config.formats.output(&accept, false)?;
-            let opts = write_options(&query, req.headers(), "UpdateOptions")?;
+            let mut opts = write_options(&query, req.headers(), "UpdateOptions")?;
+            opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
             let body = object_body(fe, req, &rt.info.kind).await?;
             let written = fe.registry.update(&rt, ns, name, body, &opts).await?;
             Ok(written_response(200, written, &output, include, render))
         }
         (Method::PATCH, false) => {
             let output = fe.config.formats.output(&accept, false)?;
-            let opts = write_options(&query, req.headers(), "PatchOptions")?;
+            let mut opts = write_options(&query, req.headers(), "PatchOptions")?;
+            opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
             let written = patch_object(fe, req, &rt, ns, name, &query, opts).await?;
             let code = if written.created { 201 } else { 200 };
             Ok(written_response(code, written, &output, include, render))
@@ -893,6 +937,8 @@ fn authorize_unsafe_delete(
         resource: rt.info.resource.clone(),
         subresource: info.subresource.clone(),
         name: info.name.clone(),
+        resource_request: true,
+        path: String::new(),
     };
     if !info.subresource.is_empty() {
         return Err(Status::forbidden(
@@ -1012,6 +1058,142 @@ async fn self_subject_review(
         "metadata": {"creationTimestamp": null},
         "status": {"userInfo": user.to_value()},
     });
+    Ok(respond::value(201, &review, &output, render))
+}
+
+const SELF_SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+const SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+
+/// POST of a SubjectAccessReview (about anyone), a LocalSubjectAccessReview (about anyone, in
+/// `namespace`) or a SelfSubjectAccessReview (about the caller, as `kubectl auth can-i` asks):
+/// the authorizer's answer in `status`; nothing is stored.
+async fn access_review(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    user: &UserInfo,
+    kind: &str,
+    namespace: &str,
+    accept: &str,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    if req.method() != Method::POST {
+        return Err(Status::method_not_allowed());
+    }
+    let output = fe.config.formats.output(accept, false)?;
+    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
+    let bytes = body_bytes(fe, req).await?;
+    let format = fe.config.formats.body_format(&content_type)?;
+    let mut review = decode_body(format, &bytes, kind)?;
+    if !review.is_object() {
+        return Err(Status::bad_request(format!("a {kind} must be an object")));
+    }
+    if let Some(other) = review
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| *k != kind)
+    {
+        return Err(Status::bad_request(format!(
+            "{kind} in version \"v1\" cannot be handled as a {kind}: the kind in the data ({other}) does not match"
+        )));
+    }
+    let spec = review.get("spec").cloned().unwrap_or(Value::Null);
+    let invalid = |errors: Vec<strata_object::field::FieldError>| {
+        Status::invalid("authorization.k8s.io", kind, "", &errors)
+    };
+    // An empty attribute set is an absent one (protobuf bodies may carry an empty message).
+    let given = |k: &str| {
+        spec.get(k)
+            .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+    };
+    let resource = given("resourceAttributes");
+    let non_resource = given("nonResourceAttributes");
+    if resource.is_some() == non_resource.is_some() {
+        return Err(invalid(vec![strata_object::field::FieldError::new(
+            strata_object::field::FieldErrorKind::Invalid,
+            "spec.resourceAttributes",
+            Some("null".into()),
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )]));
+    }
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let subject = if kind == "SelfSubjectAccessReview" {
+        user.clone()
+    } else {
+        let subject = UserInfo {
+            name: text(&spec, "user"),
+            uid: text(&spec, "uid"),
+            groups: spec
+                .get("groups")
+                .and_then(Value::as_array)
+                .map(|g| {
+                    g.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        if subject.name.is_empty() && subject.groups.is_empty() {
+            return Err(invalid(vec![
+                strata_object::field::FieldError::invalid_string(
+                    "spec.user",
+                    "",
+                    "at least one of user or group must be specified",
+                ),
+            ]));
+        }
+        subject
+    };
+    let attrs = match (resource, non_resource) {
+        (Some(r), _) => {
+            let ns = text(r, "namespace");
+            if kind == "LocalSubjectAccessReview" && ns != namespace {
+                return Err(invalid(vec![
+                    strata_object::field::FieldError::invalid_string(
+                        "spec.resourceAttributes.namespace",
+                        &ns,
+                        "must match metadata.namespace",
+                    ),
+                ]));
+            }
+            strata_auth::authz::Attributes {
+                user: subject,
+                verb: text(r, "verb"),
+                namespace: ns,
+                api_group: text(r, "group"),
+                api_version: text(r, "version"),
+                resource: text(r, "resource"),
+                subresource: text(r, "subresource"),
+                name: text(r, "name"),
+                resource_request: true,
+                path: String::new(),
+            }
+        }
+        (None, Some(n)) => strata_auth::authz::Attributes {
+            user: subject,
+            verb: text(n, "verb"),
+            path: text(n, "path"),
+            resource_request: false,
+            ..Default::default()
+        },
+        // Refused above: exactly one of the two is present.
+        (None, None) => return Err(Status::bad_request("no attributes to review")),
+    };
+    let status = match fe.authorizer.authorize(&attrs) {
+        strata_auth::authz::Decision::Allow => json!({"allowed": true}),
+        strata_auth::authz::Decision::Deny(reason) if reason.is_empty() => {
+            json!({"allowed": false})
+        }
+        strata_auth::authz::Decision::Deny(reason) => json!({"allowed": false, "reason": reason}),
+    };
+    review["kind"] = json!(kind);
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    if review.get("metadata").is_none_or(|m| !m.is_object()) {
+        review["metadata"] = json!({});
+    }
+    review["metadata"]["creationTimestamp"] = Value::Null;
+    review["status"] = status;
     Ok(respond::value(201, &review, &output, render))
 }
 

@@ -4,6 +4,7 @@
 //! It does not decide REST semantics (that is `strata-registry`) nor turn storage errors into
 //! Status (also the registry); it only renders what it is given.
 
+mod access;
 mod discovery;
 mod handlers;
 pub mod negotiate;
@@ -25,6 +26,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use strata_auth::authn::{Authenticator, AuthnConfig};
 use strata_auth::authz::{AllowAll, Authorizer};
+use strata_auth::rbac::RbacAuthorizer;
 use strata_registry::Registry;
 use tokio::net::TcpListener;
 
@@ -66,6 +68,9 @@ pub struct Frontend {
     /// Set when the server shuts down: watch streams end so connections can drain.
     closing: tokio::sync::watch::Sender<bool>,
     authorizer: Arc<dyn Authorizer>,
+    /// The RBAC authorizer when it is the one in charge (for the escalation checks of role and
+    /// binding writes).
+    rbac: Option<Arc<RbacAuthorizer>>,
     authenticator: Authenticator,
 }
 
@@ -91,6 +96,7 @@ impl Frontend {
             openapi,
             closing: tokio::sync::watch::Sender::new(false),
             authorizer: Arc::new(AllowAll),
+            rbac: None,
             authenticator,
         }
     }
@@ -102,9 +108,17 @@ impl Frontend {
         self
     }
 
-    /// Puts `authorizer` in charge of the checks handlers make.
+    /// Puts `authorizer` in charge of every request's check.
     pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
         self.authorizer = authorizer;
+        self.rbac = None;
+        self
+    }
+
+    /// Puts RBAC in charge, escalation checks of role and binding writes included.
+    pub fn with_rbac(mut self, rbac: Arc<RbacAuthorizer>) -> Self {
+        self.authorizer = rbac.clone();
+        self.rbac = Some(rbac);
         self
     }
 

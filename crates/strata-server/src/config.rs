@@ -15,6 +15,15 @@ pub enum Backend {
     Memory,
 }
 
+/// Who decides what an authenticated request may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Roles and bindings (`rbac.authorization.k8s.io`); `system:masters` may do everything.
+    Rbac,
+    /// Everything is allowed: for local tests and benchmarks.
+    AlwaysAllow,
+}
+
 /// The settings of one server.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -44,6 +53,8 @@ pub struct Config {
     pub anonymous_auth: bool,
     /// Static bearer tokens, Kubernetes' CSV format (`--token-auth-file`).
     pub token_auth_file: Option<PathBuf>,
+    /// Who decides requests (`--authorization-mode`): RBAC (the default) or AlwaysAllow.
+    pub authorization_mode: AuthorizationMode,
     /// Serve plain HTTP instead of TLS (`--insecure-http`): for local tests and benchmarks.
     pub insecure_http: bool,
     /// The operator's serving certificate and key (`--tls-cert-file`,
@@ -70,6 +81,7 @@ impl Default for Config {
             anonymous_auth: false,
             token_auth_file: None,
             insecure_http: false,
+            authorization_mode: AuthorizationMode::Rbac,
             tls_cert_file: None,
             tls_private_key_file: None,
         }
@@ -111,6 +123,8 @@ flags:
                                     (default https://kubernetes.default.svc.cluster.local)
   --anonymous-auth true|false       requests without credentials act as system:anonymous
                                     (default false: they are answered 401)
+  --authorization-mode RBAC|AlwaysAllow
+                                    who decides requests (default RBAC)
   --insecure-http                   serve plain HTTP instead of TLS (local tests, benchmarks)
   --tls-cert-file FILE              serving certificate chain (PEM); by default the server makes
                                     a CA in DATA_DIR/pki and signs its own
@@ -220,6 +234,17 @@ impl Config {
                         Some(v) if v == "true" => true,
                         Some(v) if v == "false" => false,
                         Some(v) => return Err(format!("invalid value for {flag}: {v:?}")),
+                    }
+                }
+                "--authorization-mode" => {
+                    c.authorization_mode = match value()?.as_str() {
+                        "RBAC" => AuthorizationMode::Rbac,
+                        "AlwaysAllow" => AuthorizationMode::AlwaysAllow,
+                        other => {
+                            return Err(format!(
+                                "unknown authorization mode {other:?} (RBAC or AlwaysAllow)"
+                            ))
+                        }
                     }
                 }
                 "--tls-cert-file" => c.tls_cert_file = Some(PathBuf::from(value()?)),

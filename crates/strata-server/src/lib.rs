@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use strata_auth::authn::{AuthnConfig, TokenFile};
+use strata_auth::rbac::RbacAuthorizer;
 use strata_auth::{UserInfo, AUTHENTICATED, MASTERS};
 use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
 use strata_http::{Frontend, FrontendConfig};
@@ -21,7 +22,7 @@ use strata_store_rocksdb::{RocksOptions, RocksStore};
 use strata_watch::CacheConfig;
 use tokio::net::TcpListener;
 
-pub use config::{Backend, Config};
+pub use config::{AuthorizationMode, Backend, Config};
 
 /// Namespaces every server has from its first start.
 pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
@@ -80,6 +81,25 @@ pub async fn bootstrap(registry: &Registry) -> Result<(), String> {
             Ok(_) => tracing::info!(namespace = name, "created bootstrap namespace"),
             Err(s) if s.code == 409 => {}
             Err(s) => return Err(format!("cannot create namespace {name}: {s}")),
+        }
+    }
+    // The default roles and bindings, created when missing (never overwritten: operators may
+    // change them).
+    let (roles, bindings) = strata_auth::policy::defaults();
+    for (resource, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+        let Some(rt) = registry.lookup(strata_auth::rbac::GROUP, "v1", resource) else {
+            continue;
+        };
+        for obj in objects {
+            let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+            match registry
+                .create(&rt, "", obj, &WriteOptions::default())
+                .await
+            {
+                Ok(_) => tracing::debug!(resource, name, "created a default"),
+                Err(s) if s.code == 409 => {}
+                Err(s) => return Err(format!("cannot create {resource} {name}: {s}")),
+            }
         }
     }
     Ok(())
@@ -184,12 +204,15 @@ impl Server {
             },
         );
         let token_file = Some(token_file);
-        let frontend = Arc::new(
-            Frontend::new(registry, frontend_config).with_authentication(AuthnConfig {
+        let mut frontend =
+            Frontend::new(registry.clone(), frontend_config).with_authentication(AuthnConfig {
                 anonymous: config.anonymous_auth,
                 token_file,
-            }),
-        );
+            });
+        if config.authorization_mode == AuthorizationMode::Rbac {
+            frontend = frontend.with_rbac(Arc::new(RbacAuthorizer::new(registry.clone())));
+        }
+        let frontend = Arc::new(frontend);
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -475,7 +475,23 @@ async fn discovery_and_openapi() {
         "TokenRequest"
     );
     let r = s.send("GET", "/apis", None, &[("accept", agg)]).await;
-    assert_eq!(r.json()["items"], json!([]));
+    let groups = r.json()["items"].clone();
+    assert_eq!(groups[0]["metadata"]["name"], "rbac.authorization.k8s.io");
+    let rbac: Vec<&str> = groups[0]["versions"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rbac,
+        [
+            "clusterrolebindings",
+            "clusterroles",
+            "rolebindings",
+            "roles"
+        ]
+    );
 
     let legacy = s
         .send("GET", "/api", None, &[("accept", "application/json, */*")])

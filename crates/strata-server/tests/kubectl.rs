@@ -1121,6 +1121,14 @@ fn tls_admin_kubeconfig_and_service_account_tokens(version: Version) {
     ]);
     assert_eq!(out, "strata-admin");
     k.ok(&["create", "sa", "robot"]);
+    // RBAC is on: the ServiceAccount may read what `view` allows in its namespace.
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "robot-view",
+        "--clusterrole=view",
+        "--serviceaccount=default:robot",
+    ]);
     let token = k.ok(&["create", "token", "robot"]).trim().to_string();
 
     let as_robot = |args: &[&str]| {
@@ -1137,6 +1145,18 @@ fn tls_admin_kubeconfig_and_service_account_tokens(version: Version) {
         r.stdout.contains("system:serviceaccount:default:robot"),
         "{}",
         r.stdout
+    );
+    let r = as_robot(&["auth", "can-i", "list", "serviceaccounts"]);
+    assert_eq!(r.stdout.trim(), "yes", "{}", r.stderr);
+    let r = as_robot(&["auth", "can-i", "delete", "serviceaccounts"]);
+    assert_eq!(r.stdout.trim(), "no", "{}", r.stderr);
+    assert!(!r.success());
+    let r = as_robot(&["delete", "sa", "robot"]);
+    assert!(!r.success());
+    assert!(
+        r.stderr.contains("Forbidden") || r.stderr.contains("forbidden"),
+        "{}",
+        r.stderr
     );
     // Without credentials: refused.
     let r = k.run(&["--token", "not-a-token", "get", "sa"]);

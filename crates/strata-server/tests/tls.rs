@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::TestServer;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
@@ -64,6 +65,18 @@ async fn the_kube_crate_verifies_the_generated_ca_and_uses_the_admin_kubeconfig(
         .await
         .unwrap();
     let token = answer.status.expect("status").token;
+    // RBAC is on: the ServiceAccount may read what `view` allows in its namespace.
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "default");
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "robot-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "default"}],
+    }))
+    .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     let mut robot_config = config.clone();
     robot_config.auth_info = Default::default();
     robot_config.auth_info.token = Some(token.into());

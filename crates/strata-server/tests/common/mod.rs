@@ -55,9 +55,13 @@ impl Reply {
     }
 }
 
-/// Flags every test server gets unless it asks for TLS: plain HTTP, and requests without
-/// credentials allowed (tests of authentication override the latter).
-const PLAIN: [&str; 2] = ["--insecure-http", "--anonymous-auth=true"];
+/// Flags every test server gets unless it asks for TLS: plain HTTP, requests without
+/// credentials allowed, and no authorization (tests of security override these).
+const PLAIN: [&str; 3] = [
+    "--insecure-http",
+    "--anonymous-auth=true",
+    "--authorization-mode=AlwaysAllow",
+];
 
 fn spawn(data_dir: &Path, extra: &[&str], tls: bool) -> (Child, String) {
     let defaults: &[&str] = if tls { &[] } else { &PLAIN };
