@@ -662,6 +662,9 @@ fn delete_waits(version: Version) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
+                // Taken before the release: kubectl may see its effect before this thread
+                // sees the response.
+                let sent = Instant::now();
                 let r = h
                     .patch_merge(
                         &format!("{path}/held"),
@@ -669,8 +672,8 @@ fn delete_waits(version: Version) {
                     )
                     .await;
                 assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
-            });
-            Instant::now()
+                sent
+            })
         });
         let out = k.ok(&["delete", "sa", "held"]);
         let finished = Instant::now();
@@ -696,9 +699,12 @@ fn wait_for_delete(version: Version) {
     let (deleted_at, finished, out) = std::thread::scope(|scope| {
         let deleter = scope.spawn(|| {
             std::thread::sleep(Duration::from_secs(1));
+            // Taken before the DELETE: the watch event may reach kubectl before this thread
+            // sees the response.
+            let sent = Instant::now();
             let r = block_on(s.http().delete(path));
             assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
-            Instant::now()
+            sent
         });
         let out = k.ok(&["wait", "--for=delete", "sa/doomed", "--timeout=30s"]);
         let finished = Instant::now();
@@ -707,7 +713,7 @@ fn wait_for_delete(version: Version) {
     assert!(out.contains("condition met"), "{out}");
     assert!(
         finished >= deleted_at,
-        "wait returned before the object was deleted"
+        "wait returned before the object was being deleted"
     );
     k.assert_gone("sa", "doomed", path);
 }
@@ -772,6 +778,9 @@ fn delete_all_and_namespaces_with_content(version: Version) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
+                // Taken before the release: kubectl may see its effect before this thread
+                // sees the response.
+                let sent = Instant::now();
                 let r = h
                     .patch_merge(
                         &format!("{path}/held"),
@@ -779,8 +788,8 @@ fn delete_all_and_namespaces_with_content(version: Version) {
                     )
                     .await;
                 assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
-            });
-            Instant::now()
+                sent
+            })
         });
         let out = k.ok(&["delete", "ns", "team"]);
         let finished = Instant::now();
