@@ -4,6 +4,7 @@
 //! `docs/benchmarks.md` it measured. Micro-benchmarks of hot paths are Criterion's job, not
 //! this one.
 
+mod formats;
 mod lists;
 mod procfs;
 mod updates;
@@ -55,6 +56,7 @@ struct Parts {
     lists: bool,
     watch: bool,
     updates: bool,
+    formats: bool,
 }
 
 impl Options {
@@ -68,6 +70,7 @@ impl Options {
                 lists: true,
                 watch: true,
                 updates: true,
+                formats: true,
             },
             list_sizes: vec![10_000, lists::TARGET_OBJECTS],
             watch: watch::Plan {
@@ -95,6 +98,7 @@ impl Options {
                         lists: false,
                         watch: false,
                         updates: false,
+                        formats: false,
                     });
                     for part in value("--only")?.split(',') {
                         match part {
@@ -102,10 +106,11 @@ impl Options {
                             "lists" => parts.lists = true,
                             "watch" => parts.watch = true,
                             "updates" => parts.updates = true,
+                            "formats" => parts.formats = true,
                             other => {
                                 return Err(format!(
                                     "--only: unknown part {other:?} \
-                                     (foundation, lists, watch, updates)"
+                                     (foundation, lists, watch, updates, formats)"
                                 ))
                             }
                         }
@@ -133,7 +138,11 @@ impl Options {
             options.parts = only;
         }
         if options.only_ceiling {
-            if options.parts.lists || options.parts.watch || options.parts.updates {
+            if options.parts.lists
+                || options.parts.watch
+                || options.parts.updates
+                || options.parts.formats
+            {
                 if only.is_some() {
                     return Err("--only-ceiling measures the foundation part only".into());
                 }
@@ -142,6 +151,7 @@ impl Options {
                     lists: false,
                     watch: false,
                     updates: false,
+                    formats: false,
                 };
             }
             options.parts.foundation = true;
@@ -325,6 +335,21 @@ pub fn bench(options: &Options) -> Result<()> {
             );
         }
     }
+    if options.parts.formats {
+        let results = runtime.block_on(formats::run(binary, scratch.path()))?;
+        let table = formats::table(&results);
+        println!("\n{table}");
+        if options.write {
+            let section = formats::section(&header, &table);
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(&doc_path, replace_section(&old, formats::SECTION, &section))?;
+            eprintln!(
+                "\nwrote the {} section of {}",
+                formats::SECTION,
+                doc_path.display()
+            );
+        }
+    }
     finish(options, &all_verdicts)
 }
 
@@ -479,6 +504,11 @@ impl Strata {
 /// Starts `strata serve` on a free loopback port with a new data directory `dir` (its log
 /// goes next to it) and waits until it is ready.
 async fn start_strata(binary: &Path, dir: &Path) -> Result<Strata> {
+    start_strata_with(binary, dir, &[]).await
+}
+
+/// [`start_strata`] with more flags.
+async fn start_strata_with(binary: &Path, dir: &Path, extra: &[&str]) -> Result<Strata> {
     let addr = free_addr()?;
     let mut cmd = Command::new(binary);
     cmd.arg("serve")
@@ -491,7 +521,8 @@ async fn start_strata(binary: &Path, dir: &Path) -> Result<Strata> {
             "--insecure-http",
             "--anonymous-auth=true",
             "--authorization-mode=AlwaysAllow",
-        ]);
+        ])
+        .args(extra);
     let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
     wait_ready(&mut child, addr, "/readyz", Duration::from_secs(60)).await?;
     Ok(Strata { child, addr })
@@ -919,6 +950,13 @@ fn replace_block(doc: &str, level: usize, heading: &str, block: &str) -> String 
 }
 
 /// Bytes as MiB with one decimal.
+/// The median of `times` (zero for none).
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -1066,9 +1104,12 @@ mod tests {
                 foundation: true,
                 lists: false,
                 watch: false,
-                updates: false
+                updates: false,
+                formats: false
             }
         );
+        let o = Options::parse(&args("--only formats")).unwrap();
+        assert!(o.parts.formats && !o.parts.foundation && !o.parts.lists);
         assert!(Options::parse(&args("--seconds 0")).is_err());
         assert!(Options::parse(&args("--seconds")).is_err());
         assert!(Options::parse(&args("--fast")).is_err());
@@ -1084,7 +1125,8 @@ mod tests {
                 foundation: true,
                 lists: true,
                 watch: true,
-                updates: true
+                updates: true,
+                formats: true
             }
         );
         assert_eq!(o.list_sizes, [10_000, 100_000]);
@@ -1108,7 +1150,8 @@ mod tests {
                 foundation: false,
                 lists: true,
                 watch: true,
-                updates: false
+                updates: false,
+                formats: false
             }
         );
         assert_eq!(o.list_sizes, [500, 2000]);

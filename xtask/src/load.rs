@@ -247,6 +247,26 @@ async fn send(conn: &mut Connection, request: Request<Full<Bytes>>) -> Result<(S
     Ok((status, body))
 }
 
+/// Sends `request` on `conn` and returns the status, headers and whole body; fails after
+/// [`REQUEST_TIMEOUT`].
+pub async fn send_full(
+    conn: &mut Connection,
+    request: Request<Full<Bytes>>,
+) -> Result<(StatusCode, hyper::HeaderMap, Bytes)> {
+    let answer = async {
+        conn.ready().await?;
+        let response = conn.send_request(request).await?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, headers, body))
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, answer)
+        .await
+        .map_err(|_| format!("no answer within {REQUEST_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string().into())
+}
+
 /// One request on a fresh connection: readiness probes and setup.
 pub async fn request_once(
     addr: SocketAddr,
