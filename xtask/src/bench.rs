@@ -192,6 +192,10 @@ struct Target {
 const CEILING: &str = "ceiling (hello server)";
 const CREATE: &str = "create ServiceAccount";
 const GET: &str = "get ServiceAccount";
+const CREATE_RBAC: &str = "create ServiceAccount (RBAC, token, HTTP)";
+const GET_RBAC: &str = "get ServiceAccount (RBAC, token, HTTP)";
+const CREATE_TLS: &str = "create ServiceAccount (TLS, RBAC, token)";
+const GET_TLS: &str = "get ServiceAccount (TLS, RBAC, token)";
 
 const TARGETS: [Target; 2] = [
     Target {
@@ -394,7 +398,8 @@ fn foundation(
                            addr: SocketAddr,
                            clients: usize,
                            workload: Workload,
-                           expect: StatusCode|
+                           expect: StatusCode,
+                           access: load::Access|
      -> Row {
         step(&format!(
             "{scenario}, {clients} client(s): {WARMUP:?} warm-up + {measure:?}"
@@ -407,6 +412,7 @@ fn foundation(
             expect,
             warmup: WARMUP,
             measure,
+            access,
         };
         next_client += clients;
         let outcome = runtime.block_on(load::run(&spec));
@@ -430,6 +436,7 @@ fn foundation(
             clients,
             ceiling,
             StatusCode::OK,
+            load::Access::default(),
         ));
         hello.ensure_running()?;
     }
@@ -443,6 +450,7 @@ fn foundation(
                 clients,
                 create,
                 StatusCode::CREATED,
+                load::Access::default(),
             ));
             strata.ensure_running()?;
         }
@@ -463,18 +471,77 @@ fn foundation(
             let get = Workload::Get {
                 path: "/api/v1/namespaces/default/serviceaccounts/bench-get".into(),
             };
-            rows.push(measure_one(GET, addr, clients, get, StatusCode::OK));
+            rows.push(measure_one(
+                GET,
+                addr,
+                clients,
+                get,
+                StatusCode::OK,
+                load::Access::default(),
+            ));
             strata.ensure_running()?;
         }
     }
     drop(strata);
+    // The same with credentials checked and RBAC deciding, over plain HTTP (the cost of
+    // authentication and authorization alone) and over TLS (what a real client pays).
+    if let (Some(binary), false) = (strata_binary, options.only_ceiling) {
+        for (tls, create_name, get_name) in
+            [(false, CREATE_RBAC, GET_RBAC), (true, CREATE_TLS, GET_TLS)]
+        {
+            let dir = scratch.join(if tls { "secure-tls" } else { "secure-http" });
+            let (mut secure, access) = runtime.block_on(start_secure(binary, &dir, tls))?;
+            let addr = secure.addr;
+            for clients in CONCURRENCY {
+                rows.push(measure_one(
+                    create_name,
+                    addr,
+                    clients,
+                    Workload::CreateServiceAccount,
+                    StatusCode::CREATED,
+                    access.clone(),
+                ));
+                secure.ensure_running()?;
+            }
+            let (status, body) = runtime.block_on(load::request_with(
+                addr,
+                &access,
+                Method::POST,
+                "/api/v1/namespaces/default/serviceaccounts",
+                Some(load::service_account_body("bench-get")),
+            ))?;
+            if status != StatusCode::CREATED {
+                return Err(format!(
+                    "creating ServiceAccount bench-get as bench: {status}: {}",
+                    String::from_utf8_lossy(&body)
+                )
+                .into());
+            }
+            for clients in CONCURRENCY {
+                let get = Workload::Get {
+                    path: "/api/v1/namespaces/default/serviceaccounts/bench-get".into(),
+                };
+                rows.push(measure_one(
+                    get_name,
+                    addr,
+                    clients,
+                    get,
+                    StatusCode::OK,
+                    access.clone(),
+                ));
+                secure.ensure_running()?;
+            }
+        }
+    }
     drop(hello);
 
     let table = table(&rows);
     let verdicts = if options.only_ceiling {
         Vec::new()
     } else {
-        verdicts(&rows)
+        let mut v = verdicts(&rows);
+        v.push(authorization_verdict(&rows));
+        v
     };
     println!("\n{table}");
     for (line, _) in &verdicts {
@@ -483,6 +550,76 @@ fn foundation(
     print_errors(&rows);
     let section = (!options.only_ceiling).then(|| section(header, &table, &verdicts, &rows));
     Ok((section, verdicts))
+}
+
+/// Starts `strata serve` with its security on: bearer tokens (user `bench`, bound to the
+/// `edit` ClusterRole by the admin), RBAC, and TLS unless `tls` is false. Returns the server
+/// and how the `bench` user reaches it.
+async fn start_secure(binary: &Path, dir: &Path, tls: bool) -> Result<(Strata, load::Access)> {
+    std::fs::create_dir_all(dir)?;
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(&tokens, "bench-token,bench,bench-uid\n")?;
+    let addr = free_addr()?;
+    let mut cmd = Command::new(binary);
+    cmd.arg("serve")
+        .arg("--listen")
+        .arg(addr.to_string())
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--token-auth-file")
+        .arg(&tokens);
+    if !tls {
+        cmd.arg("--insecure-http");
+    }
+    let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (admin, bench) = loop {
+        child.ensure_running()?;
+        let token = std::fs::read_to_string(dir.join("pki/admin.token")).unwrap_or_default();
+        let ca = std::fs::read(dir.join("pki/ca.crt")).unwrap_or_default();
+        if !token.is_empty() && (!tls || !ca.is_empty()) {
+            let access = |t: &str| {
+                if tls {
+                    load::Access::tls(&ca, t)
+                } else {
+                    Ok(load::Access::token(t))
+                }
+            };
+            let admin = access(token.trim())?;
+            if let Ok((StatusCode::OK, _)) =
+                load::request_with(addr, &admin, Method::GET, "/readyz", None).await
+            {
+                break (admin, access("bench-token")?);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("secure strata not ready; log:\n{}", child.log_tail()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "bench-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}],
+    });
+    let (status, body) = load::request_with(
+        addr,
+        &admin,
+        Method::POST,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        Some(binding.to_string()),
+    )
+    .await?;
+    if status != StatusCode::CREATED {
+        return Err(format!(
+            "binding bench to edit: {status}: {}",
+            String::from_utf8_lossy(&body)
+        )
+        .into());
+    }
+    Ok((Strata { child, addr }, bench))
 }
 
 /// A running `strata serve`, killed when dropped.
@@ -730,6 +867,30 @@ fn verdicts(rows: &[Row]) -> Vec<(String, bool)> {
             }
         })
         .collect()
+}
+
+/// The security target: authenticating and authorizing every request costs under 10% of get
+/// throughput at the highest concurrency (plain HTTP both ways, so TLS is not counted).
+fn authorization_verdict(rows: &[Row]) -> (String, bool) {
+    let clients = CONCURRENCY[CONCURRENCY.len() - 1];
+    let rps = |name: &str| {
+        rows.iter()
+            .find(|r| r.scenario == name && r.clients == clients)
+            .map(|r| (r.outcome.rps(), r.outcome.error_count()))
+    };
+    let wanted = format!("{GET_RBAC} ≥ 90% of {GET}, {clients} clients");
+    match (rps(GET), rps(GET_RBAC)) {
+        (Some((plain, _)), Some((secure, errors))) if plain > 0.0 => {
+            let ratio = secure / plain;
+            let pass = ratio >= 0.9 && errors == 0;
+            let verdict = if pass { "PASS" } else { "FAIL" };
+            (
+                format!("{wanted}: **{verdict}** ({:.0}%)", ratio * 100.0),
+                pass,
+            )
+        }
+        _ => (format!("{wanted}: **FAIL** (not measured)"), false),
+    }
 }
 
 fn print_errors(rows: &[Row]) {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -30,6 +31,51 @@ pub enum Workload {
     CreateServiceAccount,
 }
 
+/// How clients reach the server: plain HTTP without credentials by default, or TLS (trusting
+/// one CA) and a bearer token.
+#[derive(Clone, Default)]
+pub struct Access {
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("tls", &self.tls.is_some())
+            .field("token", &self.token.is_some())
+            .finish()
+    }
+}
+
+impl Access {
+    /// TLS trusting the CA certificates of `ca_pem`, with `token`.
+    pub fn tls(ca_pem: &[u8], token: &str) -> Result<Access> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+            roots.add(cert.map_err(|e| format!("CA certificate: {e}"))?)?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Access {
+            tls: Some(Arc::new(config)),
+            token: Some(token.to_string()),
+        })
+    }
+
+    /// Plain HTTP with `token`.
+    pub fn token(token: &str) -> Access {
+        Access {
+            tls: None,
+            token: Some(token.to_string()),
+        }
+    }
+}
+
 /// One measured run: `clients` concurrent connections against `addr`.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -41,6 +87,7 @@ pub struct Scenario {
     pub expect: StatusCode,
     pub warmup: Duration,
     pub measure: Duration,
+    pub access: Access,
 }
 
 /// What a scenario measured. Only requests that started after the warm-up and finished before
@@ -130,7 +177,7 @@ async fn client_loop(
     let mut seq: u64 = 0;
     while Instant::now() < end {
         let Some(conn) = sender.as_mut() else {
-            match connect(scenario.addr).await {
+            match connect_with(scenario.addr, &scenario.access).await {
                 Ok(s) => sender = Some(s),
                 Err(e) => {
                     if Instant::now() >= warm_end {
@@ -142,7 +189,14 @@ async fn client_loop(
             }
             continue;
         };
-        let request = build_request(&scenario.workload, scenario.addr, client, seq);
+        let mut request = build_request(&scenario.workload, scenario.addr, client, seq);
+        if let Some(token) = &scenario.access.token {
+            if let Ok(v) = hyper::header::HeaderValue::from_str(&format!("Bearer {token}")) {
+                request
+                    .headers_mut()
+                    .insert(hyper::header::AUTHORIZATION, v);
+            }
+        }
         seq += 1;
         let started = Instant::now();
         let result = tokio::time::timeout(REQUEST_TIMEOUT, send(conn, request)).await;
@@ -227,6 +281,24 @@ pub fn service_account_body(name: &str) -> String {
 /// The sending half of a client connection.
 pub type Connection = SendRequest<Full<Bytes>>;
 
+/// Opens one keep-alive HTTP/1.1 connection to `addr` as `access` says (TLS or not).
+pub async fn connect_with(addr: SocketAddr, access: &Access) -> Result<Connection> {
+    let Some(tls) = &access.tls else {
+        return connect(addr).await;
+    };
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let stream = tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(name, stream)
+        .await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
 /// Opens one keep-alive HTTP/1.1 connection to `addr`, with Nagle off.
 pub async fn connect(addr: SocketAddr) -> Result<Connection> {
     let stream = TcpStream::connect(addr).await?;
@@ -265,6 +337,27 @@ pub async fn send_full(
         .await
         .map_err(|_| format!("no answer within {REQUEST_TIMEOUT:?}"))?
         .map_err(|e| e.to_string().into())
+}
+
+/// One request on a fresh connection made as `access` says, with its token: setup of servers
+/// that require credentials.
+pub async fn request_with(
+    addr: SocketAddr,
+    access: &Access,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<(StatusCode, Bytes)> {
+    let mut conn = connect_with(addr, access).await?;
+    let mut request = json_request(addr, method, path, body.map(Bytes::from))?;
+    if let Some(token) = &access.token {
+        request.headers_mut().insert(
+            hyper::header::AUTHORIZATION,
+            hyper::header::HeaderValue::from_str(&format!("Bearer {token}"))?,
+        );
+    }
+    let (status, _, body) = send_full(&mut conn, request).await?;
+    Ok((status, body))
 }
 
 /// One request on a fresh connection: readiness probes and setup.
@@ -397,6 +490,7 @@ mod tests {
                 expect: StatusCode::OK,
                 warmup: Duration::from_millis(50),
                 measure: Duration::from_millis(200),
+                access: Access::default(),
             };
             let outcome = run(&scenario).await;
             assert!(outcome.ok > 0);
