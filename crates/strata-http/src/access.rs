@@ -70,6 +70,94 @@ pub fn attributes(method: &Method, path: &str, query: &Query, user: &UserInfo) -
     }
 }
 
+/// Applies `Impersonate-User`, `Impersonate-Group` and `Impersonate-Uid`: the requester
+/// needs the verb `impersonate` on each (`users`, `groups`, `uids`, or `serviceaccounts` in
+/// the account's namespace for a ServiceAccount's name), and the request then runs as the
+/// impersonated user (with `system:authenticated`). Without the headers, `user` is returned.
+pub fn impersonate(
+    authorizer: &dyn Authorizer,
+    headers: &http::HeaderMap,
+    user: UserInfo,
+) -> Result<UserInfo, Status> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(String::from)
+            .collect()
+    };
+    let names = values("impersonate-user");
+    let groups = values("impersonate-group");
+    let uids = values("impersonate-uid");
+    if names.is_empty() {
+        if groups.is_empty() && uids.is_empty() {
+            return Ok(user);
+        }
+        return Err(Status::bad_request(
+            "requested impersonation of groups or a uid without impersonating a user",
+        ));
+    }
+    let name = names[0].clone();
+    let check = |resource: &str, namespace: &str, target: &str| {
+        let attrs = Attributes {
+            user: user.clone(),
+            verb: "impersonate".into(),
+            namespace: namespace.into(),
+            api_group: if resource == "uids" {
+                "authentication.k8s.io".into()
+            } else {
+                String::new()
+            },
+            resource: resource.into(),
+            name: target.into(),
+            resource_request: true,
+            ..Default::default()
+        };
+        strata_auth::authz::check(authorizer, &attrs)
+    };
+    match name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, sa)) => check("serviceaccounts", ns, sa)?,
+        None => check("users", "", &name)?,
+    }
+    for g in &groups {
+        check("groups", "", g)?;
+    }
+    for u in &uids {
+        check("uids", "", u)?;
+    }
+    let mut impersonated = UserInfo {
+        name,
+        uid: uids.first().cloned().unwrap_or_default(),
+        groups,
+        ..Default::default()
+    };
+    if let Some((ns, _)) = impersonated
+        .name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        let ns = ns.to_string();
+        for g in [
+            strata_auth::SERVICE_ACCOUNTS.to_string(),
+            format!("system:serviceaccounts:{ns}"),
+        ] {
+            if !impersonated.groups.contains(&g) {
+                impersonated.groups.push(g);
+            }
+        }
+    }
+    if impersonated.name != strata_auth::ANONYMOUS
+        && !impersonated.in_group(strata_auth::AUTHENTICATED)
+    {
+        impersonated.groups.push(strata_auth::AUTHENTICATED.into());
+    }
+    Ok(impersonated)
+}
+
 /// `x` when the field selector is exactly `metadata.name=x` (or `==x`).
 fn single_name(selector: &str) -> Option<String> {
     let rest = selector.strip_prefix("metadata.name")?;

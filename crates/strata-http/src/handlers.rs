@@ -72,11 +72,16 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         Ok(user) => user,
         Err(s) => return respond::status(&s, render),
     };
-    // Then permission, for what the request asks (a dry run asks the same as the real thing).
-    let attrs = access::attributes(&method, &path, &query, &user);
     if let Some(rbac) = &fe.rbac {
         rbac.catch_up().await;
     }
+    // `Impersonate-*` headers: act as someone else, if allowed to.
+    let user = match access::impersonate(fe.authorizer.as_ref(), req.headers(), user) {
+        Ok(user) => user,
+        Err(s) => return respond::status(&s, render),
+    };
+    // Then permission, for what the request asks (a dry run asks the same as the real thing).
+    let attrs = access::attributes(&method, &path, &query, &user);
     if let Err(s) = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs) {
         return respond::status(&s, render);
     }

@@ -1160,6 +1160,18 @@ fn tls_admin_kubeconfig_and_service_account_tokens(version: Version) {
     let r = as_robot(&["auth", "can-i", "delete", "serviceaccounts"]);
     assert_eq!(r.stdout.trim(), "no", "{}", r.stderr);
     assert!(!r.success());
+    // The admin asks on others' behalf (impersonation).
+    let r = k.run(&[
+        "auth",
+        "can-i",
+        "list",
+        "serviceaccounts",
+        "--as",
+        "system:serviceaccount:default:robot",
+    ]);
+    assert_eq!(r.stdout.trim(), "yes", "{}", r.stderr);
+    let r = k.run(&["auth", "can-i", "list", "serviceaccounts", "--as", "nobody"]);
+    assert_eq!(r.stdout.trim(), "no", "{}", r.stderr);
     let r = as_robot(&["delete", "sa", "robot"]);
     assert!(!r.success());
     assert!(

@@ -620,3 +620,62 @@ async fn access_reviews_answer_for_oneself_and_for_others() {
         422
     );
 }
+
+#[tokio::test]
+async fn impersonation_needs_permission_and_then_acts_as_the_other_user() {
+    let (s, _dir) = start();
+    let h = s.http();
+    setup(&h).await;
+    let as_user = |token: &'static str, who: &'static str, path: String| {
+        let h = h.clone();
+        async move {
+            let auth = format!("Bearer {token}");
+            h.send(
+                "GET",
+                &path,
+                None,
+                &[("authorization", auth.as_str()), ("impersonate-user", who)],
+            )
+            .await
+        }
+    };
+    // The admin (system:masters) may impersonate; the request is then alice's.
+    assert_eq!(
+        as_user("admin-token", "alice", sa_path("team-a"))
+            .await
+            .code(),
+        200
+    );
+    let r = as_user("admin-token", "alice", sa_path("team-b")).await;
+    assert_eq!(r.code(), 403);
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("User \"alice\""));
+    let me = h
+        .send(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            Some(b"{}"),
+            &[
+                ("authorization", "Bearer admin-token"),
+                ("impersonate-user", "alice"),
+                ("impersonate-group", "auditors"),
+                ("content-type", "application/json"),
+            ],
+        )
+        .await
+        .json();
+    assert_eq!(me["status"]["userInfo"]["username"], "alice");
+    assert_eq!(
+        me["status"]["userInfo"]["groups"],
+        json!(["auditors", "system:authenticated"])
+    );
+    // alice may not impersonate anyone.
+    let r = as_user("alice-token", "bob", sa_path("team-a")).await;
+    assert_eq!(r.code(), 403);
+    assert_eq!(
+        r.json()["message"],
+        "users \"bob\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+    );
+}
