@@ -4,20 +4,39 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+use std::sync::OnceLock;
+
 use strata_object::resource::Scope;
+use strata_object::ResourceType;
 use strata_registry::Registry;
 
 /// The media type of aggregated discovery (v2), answered exactly so when asked for.
 pub const AGGREGATED_V2: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
+/// The virtual types (answered, never stored), listed after the registered ones.
+fn virtual_types() -> &'static [ResourceType] {
+    static TYPES: OnceLock<Vec<ResourceType>> = OnceLock::new();
+    TYPES.get_or_init(strata_object::builtin::virtual_types)
+}
+
+/// Every type discovery lists: the registry's, then the virtual ones.
+fn all_types(registry: &Registry) -> Vec<&ResourceType> {
+    registry
+        .types()
+        .iter()
+        .map(|t| &t.info)
+        .chain(virtual_types())
+        .collect()
+}
+
 /// Group name → versions (in registration order) → resource types.
 fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for t in registry.types() {
-        let versions = out.entry(t.info.group.clone()).or_default();
-        if !versions.contains(&t.info.version) {
-            versions.push(t.info.version.clone());
+    for info in all_types(registry) {
+        let versions = out.entry(info.group.clone()).or_default();
+        if !versions.contains(&info.version) {
+            versions.push(info.version.clone());
         }
     }
     out
@@ -66,17 +85,15 @@ fn api_group(group: &str, versions: &[String]) -> Value {
 
 /// `/api/<v>` or `/apis/<g>/<v>`: the APIResourceList, if that group-version is served.
 pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let types: Vec<_> = registry
-        .types()
-        .iter()
-        .filter(|t| t.info.group == group && t.info.version == version)
+    let types: Vec<_> = all_types(registry)
+        .into_iter()
+        .filter(|info| info.group == group && info.version == version)
         .collect();
     if types.is_empty() {
         return None;
     }
     let mut resources = Vec::new();
-    for t in &types {
-        let info = &t.info;
+    for info in &types {
         let mut r = serde_json::Map::new();
         r.insert("name".into(), json!(info.resource));
         r.insert("singularName".into(), json!(info.singular));
@@ -135,12 +152,10 @@ pub fn aggregated(registry: &Registry, core: bool) -> Value {
         let versions: Vec<Value> = versions
             .iter()
             .map(|v| {
-                let resources: Vec<Value> = registry
-                    .types()
-                    .iter()
-                    .filter(|t| t.info.group == group && &t.info.version == v)
-                    .map(|t| {
-                        let info = &t.info;
+                let resources: Vec<Value> = all_types(registry)
+                    .into_iter()
+                    .filter(|info| info.group == group && &info.version == v)
+                    .map(|info| {
                         let subresources: Vec<Value> = info
                             .subresources
                             .iter()

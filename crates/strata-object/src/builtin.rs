@@ -197,6 +197,64 @@ pub fn cluster_role_binding() -> ResourceType {
     )
 }
 
+/// A type that is only ever POSTed and answered, never stored (the access reviews): it is
+/// listed in discovery, and its requests have handlers of their own.
+fn virtual_type(group: &str, kind: &str, resource: &str, scope: Scope) -> ResourceType {
+    ResourceType {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+        list_kind: String::new(),
+        resource: resource.into(),
+        singular: kind.to_ascii_lowercase(),
+        scope,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        verbs: vec![Verb::Create],
+        subresources: Vec::new(),
+        name_rule: NameRule::PathSegment,
+        supports_table: false,
+        supports_strategic_merge: false,
+        schema_name: String::new(),
+        definitions: Map::new(),
+        selectable_fields: Vec::new(),
+        unknown_field_style: UnknownFieldStyle::NotKnown,
+    }
+}
+
+/// The virtual types Strata answers: SelfSubjectReview (`authentication.k8s.io`) and the access
+/// reviews (`authorization.k8s.io`).
+pub fn virtual_types() -> Vec<ResourceType> {
+    let authn = "authentication.k8s.io";
+    let authz = "authorization.k8s.io";
+    vec![
+        virtual_type(
+            authn,
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            Scope::Cluster,
+        ),
+        virtual_type(
+            authz,
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            Scope::Namespaced,
+        ),
+        virtual_type(
+            authz,
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            Scope::Cluster,
+        ),
+        virtual_type(
+            authz,
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            Scope::Cluster,
+        ),
+    ]
+}
+
 /// All built-in types, in discovery order.
 pub fn all() -> Vec<ResourceType> {
     vec![

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{assert_status, within, TestServer};
-use serde_json::json;
+use serde_json::{json, Value};
 
 const SA: &str = "/api/v1/namespaces/default/serviceaccounts";
 
@@ -476,8 +476,45 @@ async fn discovery_and_openapi() {
     );
     let r = s.send("GET", "/apis", None, &[("accept", agg)]).await;
     let groups = r.json()["items"].clone();
-    assert_eq!(groups[0]["metadata"]["name"], "rbac.authorization.k8s.io");
-    let rbac: Vec<&str> = groups[0]["versions"][0]["resources"]
+    let group = |name: &str| {
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {groups}"))
+            .clone()
+    };
+    let resources = |g: &Value| -> Vec<String> {
+        g["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["resource"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The access reviews are virtual types: listed, create only.
+    let authz = group("authorization.k8s.io");
+    assert_eq!(
+        resources(&authz),
+        [
+            "localsubjectaccessreviews",
+            "selfsubjectaccessreviews",
+            "subjectaccessreviews"
+        ]
+    );
+    assert_eq!(
+        authz["versions"][0]["resources"][1]["verbs"],
+        json!(["create"])
+    );
+    assert_eq!(
+        resources(&group("authentication.k8s.io")),
+        ["selfsubjectreviews"]
+    );
+    let legacy_authz = s.get("/apis/authorization.k8s.io/v1").await.json();
+    assert_eq!(legacy_authz["kind"], "APIResourceList");
+    let rbac_group = group("rbac.authorization.k8s.io");
+    let rbac: Vec<&str> = rbac_group["versions"][0]["resources"]
         .as_array()
         .unwrap()
         .iter()
