@@ -452,7 +452,25 @@ fn list_response(
         Output::Json if !render.pretty => {
             respond::bytes(200, list_json(&rt.info, &list), "application/json")
         }
-        Output::Json | Output::Yaml | Output::Protobuf(_) | Output::Cbor => {
+        Output::Protobuf(name) => {
+            // Assembled from each object's message, encoded once per object version.
+            let kind = &rt.info.kind;
+            let items: Vec<Bytes> = list
+                .items
+                .iter()
+                .map(|obj| protobuf_message_of(obj, kind))
+                .collect();
+            let body = strata_codec::proto::list_envelope(
+                &rt.info.api_version(),
+                &rt.info.list_kind,
+                &list.resource_version,
+                &list.continue_token,
+                list.remaining_item_count,
+                items.iter().map(|b| b.as_ref()),
+            );
+            respond::bytes(200, body, name)
+        }
+        Output::Json | Output::Yaml | Output::Cbor => {
             let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
             respond::value(200, &v, output, render)
@@ -479,6 +497,23 @@ pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Bytes {
         let encoded = serde_json::from_slice::<Value>(c.json())
             .map_err(|e| e.to_string())
             .and_then(|v| strata_codec::proto::encode(&v).map_err(|e| e.to_string()));
+        match encoded {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                tracing::error!(key = c.key(), %e, "cannot encode a stored object as protobuf");
+                Bytes::new()
+            }
+        }
+    })
+}
+
+/// The protobuf message (no envelope) of a cached object of `kind`, made once per object
+/// version: the items of protobuf lists.
+fn protobuf_message_of(obj: &strata_registry::CachedObject, kind: &str) -> Bytes {
+    obj.encoded("protobuf-message", |c| {
+        let encoded = serde_json::from_slice::<Value>(c.json())
+            .map_err(|e| e.to_string())
+            .and_then(|v| strata_codec::proto::encode_message(kind, &v).map_err(|e| e.to_string()));
         match encoded {
             Ok(b) => Bytes::from(b),
             Err(e) => {

@@ -156,6 +156,36 @@ pub fn decode_message(kind: &str, raw: &[u8]) -> Result<Value, DecodeError> {
     }
 }
 
+/// The enveloped protobuf of a list (`<Kind>List`: ListMeta in field 1, the items in field 2)
+/// from the message bytes of its items, as [`encode_message`] made them: a list is assembled
+/// from per-object encodings made once, not encoded whole.
+pub fn list_envelope<'a>(
+    api_version: &str,
+    list_kind: &str,
+    resource_version: &str,
+    continue_token: &str,
+    remaining_item_count: Option<u64>,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Vec<u8> {
+    let mut meta = Vec::new();
+    if !resource_version.is_empty() {
+        write::bytes_field(&mut meta, 2, resource_version.as_bytes());
+    }
+    if !continue_token.is_empty() {
+        write::bytes_field(&mut meta, 3, continue_token.as_bytes());
+    }
+    if let Some(n) = remaining_item_count {
+        write::varint(&mut meta, 4 << 3);
+        write::varint(&mut meta, n);
+    }
+    let mut raw = Vec::new();
+    write::bytes_field(&mut raw, 1, &meta);
+    for item in items {
+        write::bytes_field(&mut raw, 2, item);
+    }
+    envelope(api_version, list_kind, raw)
+}
+
 /// Wraps message bytes in the envelope: `k8s\0` + `Unknown{typeMeta, raw}`.
 pub fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     let unknown = runtime::Unknown {
@@ -475,6 +505,35 @@ mod tests {
 #[cfg(test)]
 mod review_tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lists_assembled_from_items_decode_like_encoded_lists() {
+        let items = [
+            json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"x": "1"}}, "secrets": [{"name": "s"}]}),
+            json!({"metadata": {"name": "b", "namespace": "ns"}, "automountServiceAccountToken": false}),
+        ];
+        let list = json!({"kind": "ServiceAccountList", "apiVersion": "v1",
+                          "metadata": {"resourceVersion": "42", "continue": "c", "remainingItemCount": 7},
+                          "items": items});
+        let whole = encode(&list).unwrap();
+        let raws: Vec<Vec<u8>> = items
+            .iter()
+            .map(|i| encode_message("ServiceAccount", i).unwrap())
+            .collect();
+        let assembled = list_envelope(
+            "v1",
+            "ServiceAccountList",
+            "42",
+            "c",
+            Some(7),
+            raws.iter().map(Vec::as_slice),
+        );
+        assert_eq!(
+            decode(&assembled, "ServiceAccountList").unwrap(),
+            decode(&whole, "ServiceAccountList").unwrap()
+        );
+    }
 
     #[test]
     fn access_reviews_round_trip() {
