@@ -679,3 +679,63 @@ async fn impersonation_needs_permission_and_then_acts_as_the_other_user() {
         "users \"bob\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
     );
 }
+
+#[tokio::test]
+async fn forced_deletion_also_needs_unsafe_delete_ignore_read_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let s = TestServer::start_in(
+        &dir.path().join("data"),
+        &[
+            "--anonymous-auth=false",
+            "--authorization-mode=RBAC",
+            "--feature-gates",
+            "AllowUnsafeMalformedObjectDeletion=true",
+            "--token-auth-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    let h = s.http();
+    setup(&h).await;
+    // bob may delete x1 in team-a (one-sa), but not force it out.
+    let force = json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true});
+    let path = format!("{}/x1", sa_path("team-a"));
+    let r = call(&h, "bob-token", "DELETE", &path, Some(&force)).await;
+    assert_eq!(r.code(), 403, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "serviceaccounts \"x1\" is forbidden: User \"bob\" cannot unsafe-delete-ignore-read-errors resource \"serviceaccounts\" in API group \"\" in the namespace \"team-a\""
+    );
+    // With the verb granted, the request reaches the store: x1 is readable, so it is refused
+    // as Kubernetes refuses it (the option is for unreadable objects only).
+    admin(
+        &h,
+        "POST",
+        &format!("{RBAC}/namespaces/team-a/roles"),
+        role(
+            "team-a",
+            "unsafe",
+            json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["unsafe-delete-ignore-read-errors"]}]),
+        ),
+    )
+    .await;
+    admin(
+        &h,
+        "POST",
+        &format!("{RBAC}/namespaces/team-a/rolebindings"),
+        role_binding(
+            "team-a",
+            "bob-unsafe",
+            "Role",
+            "unsafe",
+            json!([user("bob")]),
+        ),
+    )
+    .await;
+    let r = call(&h, "bob-token", "DELETE", &path, Some(&force)).await;
+    assert_eq!(r.code(), 422, "{}", String::from_utf8_lossy(&r.body));
+    // Without delete itself, the unsafe verb alone does not do.
+    let r = call(&h, "carol-token", "DELETE", &path, Some(&force)).await;
+    assert_eq!(r.code(), 403);
+}
