@@ -493,27 +493,27 @@ fn list_response(
 
 /// The enveloped protobuf of a cached object, made once per object version.
 pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Bytes {
-    obj.encoded("protobuf", |c| {
-        let encoded = serde_json::from_slice::<Value>(c.json())
-            .map_err(|e| e.to_string())
-            .and_then(|v| strata_codec::proto::encode(&v).map_err(|e| e.to_string()));
-        match encoded {
-            Ok(b) => Bytes::from(b),
-            Err(e) => {
-                tracing::error!(key = c.key(), %e, "cannot encode a stored object as protobuf");
-                Bytes::new()
-            }
-        }
-    })
+    cached_protobuf(obj, "protobuf", strata_codec::proto::encode)
 }
 
 /// The protobuf message (no envelope) of a cached object of `kind`, made once per object
 /// version: the items of protobuf lists.
 fn protobuf_message_of(obj: &strata_registry::CachedObject, kind: &str) -> Bytes {
-    obj.encoded("protobuf-message", |c| {
+    cached_protobuf(obj, "protobuf-message", |v| {
+        strata_codec::proto::encode_message(kind, v)
+    })
+}
+
+/// One protobuf encoding of a cached object, kept under `name` on the object version.
+fn cached_protobuf<E: std::fmt::Display>(
+    obj: &strata_registry::CachedObject,
+    name: &str,
+    encode: impl FnOnce(&Value) -> Result<Vec<u8>, E>,
+) -> Bytes {
+    obj.encoded(name, |c| {
         let encoded = serde_json::from_slice::<Value>(c.json())
             .map_err(|e| e.to_string())
-            .and_then(|v| strata_codec::proto::encode_message(kind, &v).map_err(|e| e.to_string()));
+            .and_then(|v| encode(&v).map_err(|e| e.to_string()));
         match encoded {
             Ok(b) => Bytes::from(b),
             Err(e) => {
@@ -1062,6 +1062,34 @@ async fn subresource(
     ))
 }
 
+/// The body of a POST to a virtual type (the reviews): an object of `kind` (or of no stated
+/// kind; an empty body is an empty object), in any accepted encoding. Other methods are 405.
+async fn virtual_body(fe: &Frontend, req: Request<Incoming>, kind: &str) -> Result<Value, Status> {
+    if req.method() != Method::POST {
+        return Err(Status::method_not_allowed());
+    }
+    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
+    let bytes = body_bytes(fe, req).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    let format = fe.config.formats.body_format(&content_type)?;
+    let body = decode_body(format, &bytes, kind)?;
+    if !body.is_object() {
+        return Err(Status::bad_request(format!("a {kind} must be an object")));
+    }
+    if let Some(other) = body
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| *k != kind)
+    {
+        return Err(Status::bad_request(format!(
+            "{kind} in version \"v1\" cannot be handled as a {kind}: the kind in the data ({other}) does not match"
+        )));
+    }
+    Ok(body)
+}
+
 /// The path of `authentication.k8s.io/v1` SelfSubjectReviews.
 const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
 
@@ -1074,24 +1102,9 @@ async fn self_subject_review(
     accept: &str,
     render: Render,
 ) -> Result<Response<Body>, Status> {
-    if req.method() != Method::POST {
-        return Err(Status::method_not_allowed());
-    }
     let output = fe.config.formats.output(accept, false)?;
-    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
-    let bytes = body_bytes(fe, req).await?;
-    if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let format = fe.config.formats.body_format(&content_type)?;
-        let body = decode_body(format, &bytes, "SelfSubjectReview")?;
-        match body.get("kind").and_then(Value::as_str) {
-            None | Some("SelfSubjectReview") => {}
-            Some(other) => {
-                return Err(Status::bad_request(format!(
-                    "SelfSubjectReview in version \"v1\" cannot be handled as a SelfSubjectReview: the kind in the data ({other}) does not match"
-                )))
-            }
-        }
-    }
+    // The body says nothing the answer needs; it is checked all the same.
+    virtual_body(fe, req, "SelfSubjectReview").await?;
     let review = json!({
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
@@ -1116,26 +1129,8 @@ async fn access_review(
     accept: &str,
     render: Render,
 ) -> Result<Response<Body>, Status> {
-    if req.method() != Method::POST {
-        return Err(Status::method_not_allowed());
-    }
     let output = fe.config.formats.output(accept, false)?;
-    let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
-    let bytes = body_bytes(fe, req).await?;
-    let format = fe.config.formats.body_format(&content_type)?;
-    let mut review = decode_body(format, &bytes, kind)?;
-    if !review.is_object() {
-        return Err(Status::bad_request(format!("a {kind} must be an object")));
-    }
-    if let Some(other) = review
-        .get("kind")
-        .and_then(Value::as_str)
-        .filter(|k| *k != kind)
-    {
-        return Err(Status::bad_request(format!(
-            "{kind} in version \"v1\" cannot be handled as a {kind}: the kind in the data ({other}) does not match"
-        )));
-    }
+    let mut review = virtual_body(fe, req, kind).await?;
     let spec = review.get("spec").cloned().unwrap_or(Value::Null);
     let invalid = |errors: Vec<strata_object::field::FieldError>| {
         Status::invalid("authorization.k8s.io", kind, "", &errors)
