@@ -179,8 +179,10 @@ impl Registry {
         }
     }
 
-    /// The built-in types (Namespace, ServiceAccount) with their strategies.
+    /// The built-in types (Namespace, ServiceAccount and the four RBAC kinds) with their
+    /// strategies.
     pub fn with_builtin_types(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
+        use strategy::RbacKind;
         let mut r = Self::new(store, config);
         r.register(
             strata_object::builtin::namespace(),
@@ -193,11 +195,17 @@ impl Registry {
         for (info, kind) in [
             (
                 strata_object::builtin::cluster_role_binding(),
-                "ClusterRoleBinding",
+                RbacKind::ClusterRoleBinding,
             ),
-            (strata_object::builtin::cluster_role(), "ClusterRole"),
-            (strata_object::builtin::role_binding(), "RoleBinding"),
-            (strata_object::builtin::role(), "Role"),
+            (
+                strata_object::builtin::cluster_role(),
+                RbacKind::ClusterRole,
+            ),
+            (
+                strata_object::builtin::role_binding(),
+                RbacKind::RoleBinding,
+            ),
+            (strata_object::builtin::role(), RbacKind::Role),
         ] {
             r.register(info, Arc::new(RbacStrategy::new(kind)));
         }

@@ -214,147 +214,527 @@ pub fn spec_finalizers(obj: &Object) -> impl Iterator<Item = &str> {
         .filter_map(Value::as_str)
 }
 
-/// The RBAC kinds: rules and bindings checked as Kubernetes checks them; a binding's `roleRef`
-/// never changes.
+/// The API group of the RBAC kinds: the only group a binding's `roleRef` may name, and the
+/// group of User and Group subjects.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The RBAC kind an [`RbacStrategy`] serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RbacKind {
+    Role,
+    ClusterRole,
+    RoleBinding,
+    ClusterRoleBinding,
+}
+
+impl RbacKind {
+    fn namespaced(self) -> bool {
+        matches!(self, Self::Role | Self::RoleBinding)
+    }
+
+    fn binding(self) -> bool {
+        matches!(self, Self::RoleBinding | Self::ClusterRoleBinding)
+    }
+}
+
+/// The RBAC kinds, as Kubernetes treats them: a binding's `roleRef` and its User and Group
+/// subjects get the RBAC group when they name none; rules, aggregation rules, role references
+/// and subjects are validated with Kubernetes' messages; a binding's `roleRef` never changes.
+/// Whether the writer may grant what a role or binding holds is not decided here (the
+/// frontend's escalation check).
 #[derive(Debug)]
 pub struct RbacStrategy {
-    /// `Role`, `ClusterRole`, `RoleBinding` or `ClusterRoleBinding`.
-    kind: &'static str,
+    kind: RbacKind,
+}
+
+/// The string at `key` of `v`, or `""`.
+fn text<'a>(v: Option<&'a Value>, key: &str) -> &'a str {
+    v.and_then(|v| v.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The strings of the list at `key` of `v` (other items, which type checking refuses, are
+/// skipped).
+fn strings<'a>(v: &'a Value, key: &str) -> Vec<&'a str> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A string list as Go's `%#v` prints it in a field error: `[]string{"a", "b"}`.
+fn go_strings(items: &[&str]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// A binding's role reference, its group defaulted as Kubernetes defaults it.
+#[derive(PartialEq)]
+struct RoleRef<'a> {
+    api_group: &'a str,
+    kind: &'a str,
+    name: &'a str,
+}
+
+impl<'a> RoleRef<'a> {
+    fn of(obj: &'a Object) -> Self {
+        let r = obj.as_map().get("roleRef");
+        let api_group = match text(r, "apiGroup") {
+            "" => RBAC_GROUP,
+            group => group,
+        };
+        Self {
+            api_group,
+            kind: text(r, "kind"),
+            name: text(r, "name"),
+        }
+    }
+
+    /// As Go's `%#v` prints Kubernetes' internal RoleRef in a field error.
+    fn go_value(&self) -> String {
+        format!(
+            "rbac.RoleRef{{APIGroup:{:?}, Kind:{:?}, Name:{:?}}}",
+            self.api_group, self.kind, self.name
+        )
+    }
 }
 
 impl RbacStrategy {
-    pub fn new(kind: &'static str) -> Self {
+    pub fn new(kind: RbacKind) -> Self {
         Self { kind }
     }
 
-    fn validate_rules(&self, obj: &Object, errors: &mut Vec<FieldError>) {
-        let Some(Value::Array(rules)) = obj.as_map().get("rules") else {
+    /// Kubernetes' defaults of the binding kinds: `roleRef.apiGroup` (set even when the
+    /// client sent no `roleRef`, which Go holds as an empty struct), and the group of User and
+    /// Group subjects.
+    fn default_binding(obj: &mut Object) {
+        let m = obj.as_map_mut();
+        let role_ref = m.entry("roleRef").or_insert(Value::Null);
+        if role_ref.is_null() {
+            *role_ref = Value::Object(Map::new());
+        }
+        if let Value::Object(r) = role_ref {
+            if r.get("apiGroup")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                r.insert("apiGroup".into(), json!(RBAC_GROUP));
+            }
+        }
+        let Some(Value::Array(subjects)) = m.get_mut("subjects") else {
             return;
         };
-        let list = |rule: &Value, key: &str| -> usize {
-            rule.get(key).and_then(Value::as_array).map_or(0, Vec::len)
-        };
-        for (i, rule) in rules.iter().enumerate() {
-            let path = format!("rules[{i}]");
-            if list(rule, "verbs") == 0 {
-                errors.push(FieldError::required(
-                    &format!("{path}.verbs"),
-                    "verbs must contain at least one value",
+        for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
+            let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
+            let group = subject
+                .get("apiGroup")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if group.is_empty() && matches!(kind, "User" | "Group") {
+                subject.insert("apiGroup".into(), json!(RBAC_GROUP));
+            }
+        }
+    }
+
+    /// Kubernetes' `ValidatePolicyRule`.
+    fn validate_rule(&self, rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
+        if strings(rule, "verbs").is_empty() {
+            errors.push(FieldError::required(
+                &format!("{path}.verbs"),
+                "verbs must contain at least one value",
+            ));
+        }
+        let urls = strings(rule, "nonResourceURLs");
+        let has = |key: &str| !strings(rule, key).is_empty();
+        if !urls.is_empty() {
+            let invalid = |detail: &str| {
+                FieldError::new(
+                    FieldErrorKind::Invalid,
+                    format!("{path}.nonResourceURLs"),
+                    Some(go_strings(&urls)),
+                    detail,
+                )
+            };
+            if self.kind.namespaced() {
+                errors.push(invalid(
+                    "namespaced rules cannot apply to non-resource URLs",
                 ));
             }
-            let urls = list(rule, "nonResourceURLs");
-            if urls > 0 {
-                if self.kind == "Role" {
-                    errors.push(FieldError::new(
-                        crate::strategy::FieldErrorKind::Invalid,
-                        format!("{path}.nonResourceURLs"),
-                        Some(format!("{}", rule["nonResourceURLs"])),
-                        "namespaced rules cannot apply to non-resource URLs",
-                    ));
-                }
-                if list(rule, "apiGroups") > 0 || list(rule, "resources") > 0 {
-                    errors.push(FieldError::new(
-                        crate::strategy::FieldErrorKind::Invalid,
-                        format!("{path}.nonResourceURLs"),
-                        Some(format!("{}", rule["nonResourceURLs"])),
-                        "rules cannot apply to both regular resources and non-resource URLs",
-                    ));
-                }
-            } else {
-                if list(rule, "apiGroups") == 0 {
-                    errors.push(FieldError::required(
-                        &format!("{path}.apiGroups"),
-                        "resource rules must supply at least one api group",
-                    ));
-                }
-                if list(rule, "resources") == 0 {
-                    errors.push(FieldError::required(
-                        &format!("{path}.resources"),
-                        "resource rules must supply at least one resource",
-                    ));
+            if has("apiGroups") || has("resources") || has("resourceNames") {
+                errors.push(invalid(
+                    "rules cannot apply to both regular resources and non-resource URLs",
+                ));
+            }
+            return;
+        }
+        if !has("apiGroups") {
+            errors.push(FieldError::required(
+                &format!("{path}.apiGroups"),
+                "resource rules must supply at least one api group",
+            ));
+        }
+        if !has("resources") {
+            errors.push(FieldError::required(
+                &format!("{path}.resources"),
+                "resource rules must supply at least one resource",
+            ));
+        }
+    }
+
+    /// The rules of a role, and the aggregation rule of a ClusterRole (Kubernetes'
+    /// `ValidateRole` and `ValidateClusterRole` after the metadata).
+    fn validate_role(&self, obj: &Object, errors: &mut Vec<FieldError>) {
+        let m = obj.as_map();
+        if let Some(Value::Array(rules)) = m.get("rules") {
+            for (i, rule) in rules.iter().enumerate() {
+                self.validate_rule(rule, &format!("rules[{i}]"), errors);
+            }
+        }
+        let Some(aggregation) = m.get("aggregationRule").filter(|v| !v.is_null()) else {
+            return;
+        };
+        let path = "aggregationRule.clusterRoleSelectors";
+        let selectors = aggregation
+            .get("clusterRoleSelectors")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if selectors.is_empty() {
+            errors.push(FieldError::required(
+                path,
+                "at least one clusterRoleSelector required if aggregationRule is non-nil",
+            ));
+        }
+        for (i, selector) in selectors.iter().enumerate() {
+            let expressions = selector
+                .get("matchExpressions")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for (j, expr) in expressions.iter().enumerate() {
+                let at = format!("{path}[{i}].matchExpressions[{j}]");
+                let values = strings(expr, "values");
+                match text(Some(expr), "operator") {
+                    "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
+                        &format!("{at}.values"),
+                        "must be specified when `operator` is 'In' or 'NotIn'",
+                    )),
+                    "Exists" | "DoesNotExist" if !values.is_empty() => {
+                        errors.push(FieldError::forbidden(
+                            &format!("{at}.values"),
+                            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                        ))
+                    }
+                    "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+                    other => errors.push(FieldError::invalid_string(
+                        &format!("{at}.operator"),
+                        other,
+                        "not a valid selector operator",
+                    )),
                 }
             }
         }
     }
 
+    /// Kubernetes' `ValidateRoleBinding` and `ValidateClusterRoleBinding` after the metadata,
+    /// on a defaulted binding.
     fn validate_binding(&self, obj: &Object, errors: &mut Vec<FieldError>) {
         let role_ref = obj.as_map().get("roleRef");
-        let text = |v: Option<&Value>, k: &str| {
-            v.and_then(|v| v.get(k))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
+        let group = text(role_ref, "apiGroup");
+        if group != RBAC_GROUP {
+            errors.push(FieldError::not_supported(
+                "roleRef.apiGroup",
+                group,
+                &[RBAC_GROUP],
+            ));
+        }
+        let kinds: &[&str] = match self.kind {
+            RbacKind::ClusterRoleBinding => &["ClusterRole"],
+            _ => &["Role", "ClusterRole"],
         };
-        match role_ref {
-            None | Some(Value::Null) => {
-                errors.push(FieldError::required("roleRef", ""));
-            }
-            Some(_) => {
-                let kind = text(role_ref, "kind");
-                let allowed: &[&str] = if self.kind == "ClusterRoleBinding" {
-                    &["ClusterRole"]
-                } else {
-                    &["Role", "ClusterRole"]
-                };
-                if !allowed.contains(&kind.as_str()) {
-                    errors.push(FieldError::not_supported("roleRef.kind", &kind, allowed));
-                }
-                let group = text(role_ref, "apiGroup");
-                if group != "rbac.authorization.k8s.io" {
-                    errors.push(FieldError::not_supported(
-                        "roleRef.apiGroup",
-                        &group,
-                        &["rbac.authorization.k8s.io"],
-                    ));
-                }
-                if text(role_ref, "name").is_empty() {
-                    errors.push(FieldError::required("roleRef.name", ""));
-                }
-            }
+        let kind = text(role_ref, "kind");
+        if !kinds.contains(&kind) {
+            errors.push(FieldError::not_supported("roleRef.kind", kind, kinds));
+        }
+        let name = text(role_ref, "name");
+        if name.is_empty() {
+            errors.push(FieldError::required("roleRef.name", ""));
+        }
+        for problem in crate::validation::path_segment_errors(name) {
+            errors.push(FieldError::invalid_string("roleRef.name", name, problem));
         }
         let Some(Value::Array(subjects)) = obj.as_map().get("subjects") else {
             return;
         };
         for (i, subject) in subjects.iter().enumerate() {
-            let kind = text(Some(subject), "kind");
-            if !["User", "Group", "ServiceAccount"].contains(&kind.as_str()) {
-                errors.push(FieldError::not_supported(
-                    &format!("subjects[{i}].kind"),
-                    &kind,
-                    &["ServiceAccount", "User", "Group"],
-                ));
+            self.validate_subject(subject, &format!("subjects[{i}]"), errors);
+        }
+    }
+
+    /// Kubernetes' `ValidateRoleBindingSubject`: a ServiceAccount needs a valid name, no group
+    /// and, in a ClusterRoleBinding, a namespace; Users and Groups belong to the RBAC group.
+    fn validate_subject(&self, subject: &Value, path: &str, errors: &mut Vec<FieldError>) {
+        let subject = Some(subject);
+        let name = text(subject, "name");
+        if name.is_empty() {
+            errors.push(FieldError::required(&format!("{path}.name"), ""));
+        }
+        let group = text(subject, "apiGroup");
+        match text(subject, "kind") {
+            "ServiceAccount" => {
+                if !name.is_empty() {
+                    for problem in strata_object::names::dns1123_subdomain_errors(name) {
+                        errors.push(FieldError::invalid_string(
+                            &format!("{path}.name"),
+                            name,
+                            problem,
+                        ));
+                    }
+                }
+                if !group.is_empty() {
+                    errors.push(FieldError::not_supported(
+                        &format!("{path}.apiGroup"),
+                        group,
+                        &[""],
+                    ));
+                }
+                if !self.kind.namespaced() && text(subject, "namespace").is_empty() {
+                    errors.push(FieldError::required(&format!("{path}.namespace"), ""));
+                }
             }
-            if text(Some(subject), "name").is_empty() {
-                errors.push(FieldError::required(&format!("subjects[{i}].name"), ""));
+            "User" | "Group" => {
+                if group != RBAC_GROUP {
+                    errors.push(FieldError::not_supported(
+                        &format!("{path}.apiGroup"),
+                        group,
+                        &[RBAC_GROUP],
+                    ));
+                }
             }
+            other => errors.push(FieldError::not_supported(
+                &format!("{path}.kind"),
+                other,
+                &["ServiceAccount", "User", "Group"],
+            )),
         }
     }
 }
 
 impl Strategy for RbacStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        if self.kind.binding() {
+            Self::default_binding(obj);
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        if self.kind.binding() {
+            Self::default_binding(new);
+        }
+    }
+
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        match self.kind {
-            "Role" | "ClusterRole" => self.validate_rules(obj, &mut errors),
-            _ => self.validate_binding(obj, &mut errors),
+        if self.kind.binding() {
+            self.validate_binding(obj, &mut errors);
+        } else {
+            self.validate_role(obj, &mut errors);
         }
         errors
     }
 
     fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
-        if self.kind.ends_with("Binding")
-            && new.as_map().get("roleRef") != old.as_map().get("roleRef")
-        {
-            return vec![FieldError::new(
-                crate::strategy::FieldErrorKind::Invalid,
-                "roleRef",
-                Some(format!(
-                    "{}",
-                    new.as_map().get("roleRef").cloned().unwrap_or(Value::Null)
-                )),
-                "cannot change roleRef",
-            )];
+        if !self.kind.binding() {
+            return Vec::new();
         }
-        Vec::new()
+        // Both sides defaulted, so that a binding stored without a group compares equal.
+        let role_ref = RoleRef::of(new);
+        if role_ref == RoleRef::of(old) {
+            return Vec::new();
+        }
+        vec![FieldError::new(
+            FieldErrorKind::Invalid,
+            "roleRef",
+            Some(role_ref.go_value()),
+            "cannot change roleRef",
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(v: Value) -> Object {
+        Object::from_value(v).expect("the tests pass objects")
+    }
+
+    /// The messages of the errors `kind` finds in `v` after its defaults.
+    fn problems(kind: RbacKind, v: Value) -> Vec<String> {
+        let strategy = RbacStrategy::new(kind);
+        let mut obj = object(v);
+        strategy.prepare_for_create(&mut obj);
+        strategy
+            .validate(&obj)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect()
+    }
+
+    #[test]
+    fn rules_follow_kubernetes_validate_policy_rule() {
+        let role = |rules: Value| json!({"metadata": {"name": "r"}, "rules": rules});
+        assert!(problems(
+            RbacKind::Role,
+            role(json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]))
+        )
+        .is_empty());
+        assert_eq!(
+            problems(RbacKind::Role, role(json!([{"apiGroups": [""]}]))),
+            [
+                "rules[0].verbs: Required value: verbs must contain at least one value",
+                "rules[0].resources: Required value: resource rules must supply at least one resource",
+            ]
+        );
+        assert_eq!(
+            problems(
+                RbacKind::Role,
+                role(json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/api/*"]}]))
+            ),
+            [
+                "rules[0].nonResourceURLs: Invalid value: []string{\"/healthz\", \"/api/*\"}: \
+              namespaced rules cannot apply to non-resource URLs"
+            ]
+        );
+        assert!(problems(
+            RbacKind::ClusterRole,
+            role(json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]))
+        )
+        .is_empty());
+        assert_eq!(
+            problems(
+                RbacKind::ClusterRole,
+                role(
+                    json!([{"verbs": ["get"], "nonResourceURLs": ["/x"], "resourceNames": ["n"]}])
+                )
+            ),
+            [
+                "rules[0].nonResourceURLs: Invalid value: []string{\"/x\"}: \
+              rules cannot apply to both regular resources and non-resource URLs"
+            ]
+        );
+    }
+
+    #[test]
+    fn aggregation_rules_need_selectors_with_valid_expressions() {
+        let role = |rule: Value| json!({"metadata": {"name": "r"}, "aggregationRule": rule});
+        assert_eq!(
+            problems(RbacKind::ClusterRole, role(json!({}))),
+            [
+                "aggregationRule.clusterRoleSelectors: Required value: at least one \
+              clusterRoleSelector required if aggregationRule is non-nil"
+            ]
+        );
+        assert!(problems(RbacKind::ClusterRole, role(Value::Null)).is_empty());
+        let expressions = json!({"clusterRoleSelectors": [{"matchExpressions": [
+            {"key": "a", "operator": "In"},
+            {"key": "b", "operator": "Exists", "values": ["x"]},
+            {"key": "c", "operator": "Near", "values": ["x"]},
+            {"key": "d", "operator": "NotIn", "values": ["x"]},
+        ]}]});
+        assert_eq!(
+            problems(RbacKind::ClusterRole, role(expressions)),
+            [
+                "aggregationRule.clusterRoleSelectors[0].matchExpressions[0].values: Required \
+                 value: must be specified when `operator` is 'In' or 'NotIn'",
+                "aggregationRule.clusterRoleSelectors[0].matchExpressions[1].values: \
+                 Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "aggregationRule.clusterRoleSelectors[0].matchExpressions[2].operator: Invalid \
+                 value: \"Near\": not a valid selector operator",
+            ]
+        );
+    }
+
+    #[test]
+    fn bindings_are_defaulted_then_validated() {
+        let binding = |role_ref: Value, subjects: Value| json!({"metadata": {"name": "b", "namespace": "ns"}, "roleRef": role_ref, "subjects": subjects});
+        let mut obj = object(binding(
+            json!({"kind": "Role", "name": "r"}),
+            json!([{"kind": "User", "name": "u"}, {"kind": "ServiceAccount", "name": "sa"}]),
+        ));
+        let strategy = RbacStrategy::new(RbacKind::RoleBinding);
+        strategy.prepare_for_create(&mut obj);
+        assert_eq!(obj.as_map()["roleRef"]["apiGroup"], RBAC_GROUP);
+        assert_eq!(obj.as_map()["subjects"][0]["apiGroup"], RBAC_GROUP);
+        assert!(obj.as_map()["subjects"][1].get("apiGroup").is_none());
+        assert!(strategy.validate(&obj).is_empty());
+
+        assert_eq!(
+            problems(
+                RbacKind::RoleBinding,
+                json!({"metadata": {"name": "b", "namespace": "ns"}})
+            ),
+            [
+                "roleRef.kind: Unsupported value: \"\": supported values: \"Role\", \"ClusterRole\"",
+                "roleRef.name: Required value",
+            ]
+        );
+        assert_eq!(
+            problems(
+                RbacKind::ClusterRoleBinding,
+                binding(
+                    json!({"apiGroup": "example.com", "kind": "Role", "name": "a/b"}),
+                    json!([
+                        {"kind": "ServiceAccount", "name": "Bad_Name", "apiGroup": "x"},
+                        {"kind": "Robot", "name": "r"},
+                        {"kind": "Group", "apiGroup": "other", "name": ""},
+                    ]),
+                )
+            ),
+            [
+                "roleRef.apiGroup: Unsupported value: \"example.com\": supported values: \
+                 \"rbac.authorization.k8s.io\"",
+                "roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\"",
+                "roleRef.name: Invalid value: \"a/b\": may not contain '/'",
+                "subjects[0].name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 \
+                 subdomain must consist of lower case alphanumeric characters, '-' or '.', and \
+                 must start and end with an alphanumeric character (e.g. 'example.com', regex \
+                 used for validation is \
+                 '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                "subjects[0].apiGroup: Unsupported value: \"x\": supported values: \"\"",
+                "subjects[0].namespace: Required value",
+                "subjects[1].kind: Unsupported value: \"Robot\": supported values: \
+                 \"ServiceAccount\", \"User\", \"Group\"",
+                "subjects[2].name: Required value",
+                "subjects[2].apiGroup: Unsupported value: \"other\": supported values: \
+                 \"rbac.authorization.k8s.io\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn role_ref_never_changes() {
+        let strategy = RbacStrategy::new(RbacKind::RoleBinding);
+        let old = object(json!({"roleRef": {"kind": "Role", "name": "a"}}));
+        let mut same = object(json!({"roleRef": {"kind": "Role", "name": "a"}}));
+        strategy.prepare_for_update(&mut same, &old);
+        assert!(strategy.validate_update(&same, &old).is_empty());
+        let changed = object(
+            json!({"roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "a"}}),
+        );
+        let errors: Vec<String> = strategy
+            .validate_update(&changed, &old)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", \
+              Kind:\"ClusterRole\", Name:\"a\"}: cannot change roleRef"
+            ]
+        );
     }
 }

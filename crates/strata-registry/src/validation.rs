@@ -158,8 +158,9 @@ pub fn validate_object_meta_update(
     errs
 }
 
-/// Why `name` cannot be one URL path segment (Kubernetes' `IsValidPathSegmentName`).
-fn path_segment_errors(name: &str) -> Vec<String> {
+/// Why `name` cannot be one URL path segment (Kubernetes' `IsValidPathSegmentName`): the rule
+/// of RBAC names, and so of the name a `roleRef` points at.
+pub(crate) fn path_segment_errors(name: &str) -> Vec<String> {
     if name == "." || name == ".." {
         return vec![format!("may not be '{name}'")];
     }

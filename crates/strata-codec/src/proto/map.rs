@@ -627,7 +627,7 @@ json_form!(rbac::RoleList {
 json_form!(rbac::ClusterRole {
     metadata: "metadata" => Obj @ 1,
     rules: "rules" => Objs @ 2,
-    aggregation_rule: "aggregationRule" => Obj @ 3,
+    aggregation_rule: "aggregationRule" => PtrObj @ 3,
 });
 
 json_form!(rbac::ClusterRoleList {
@@ -686,8 +686,8 @@ json_form!(authz::NonResourceAttributes {
 });
 
 json_form!(authz::SubjectAccessReviewSpec {
-    resource_attributes: "resourceAttributes" => Obj @ 1,
-    non_resource_attributes: "nonResourceAttributes" => Obj @ 2,
+    resource_attributes: "resourceAttributes" => PtrObj @ 1,
+    non_resource_attributes: "nonResourceAttributes" => PtrObj @ 2,
     user: "user" => Str @ 3,
     groups: "groups" => Strs @ 4,
     extra: "extra" => ExtraMap @ 5,
@@ -695,8 +695,8 @@ json_form!(authz::SubjectAccessReviewSpec {
 });
 
 json_form!(authz::SelfSubjectAccessReviewSpec {
-    resource_attributes: "resourceAttributes" => Obj @ 1,
-    non_resource_attributes: "nonResourceAttributes" => Obj @ 2,
+    resource_attributes: "resourceAttributes" => PtrObj @ 1,
+    non_resource_attributes: "nonResourceAttributes" => PtrObj @ 2,
 });
 
 json_form!(authz::SubjectAccessReviewStatus {
