@@ -13,33 +13,11 @@ const TOKENS: &str =
     "admin-token,admin,uid-admin,\"system:masters,ops\"\nalice-token,alice,uid-alice\n";
 
 fn start_locked() -> (TestServer, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let s = TestServer::start_in(
-        &dir.path().join("data"),
-        &[
-            "--anonymous-auth=false",
-            "--token-auth-file",
-            file.to_str().unwrap(),
-        ],
-    );
-    (s, dir)
+    TestServer::start_with_tokens(TOKENS, &[])
 }
 
 async fn as_user(h: &Http, token: &str, method: &str, path: &str, body: Option<&Value>) -> Reply {
-    let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-    let auth = format!("Bearer {token}");
-    h.send(
-        method,
-        path,
-        bytes.as_deref(),
-        &[
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-        ],
-    )
-    .await
+    h.as_token(token, method, path, body).await
 }
 
 async fn whoami(h: &Http, token: Option<&str>) -> Reply {

@@ -17,34 +17,11 @@ const TOKENS: &str = "admin-token,admin,1,system:masters\n\
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
 fn start() -> (TestServer, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let s = TestServer::start_in(
-        &dir.path().join("data"),
-        &[
-            "--anonymous-auth=false",
-            "--authorization-mode=RBAC",
-            "--token-auth-file",
-            file.to_str().unwrap(),
-        ],
-    );
-    (s, dir)
+    TestServer::start_with_tokens(TOKENS, &["--authorization-mode=RBAC"])
 }
 
 async fn call(h: &Http, token: &str, method: &str, path: &str, body: Option<&Value>) -> Reply {
-    let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-    let auth = format!("Bearer {token}");
-    h.send(
-        method,
-        path,
-        bytes.as_deref(),
-        &[
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-        ],
-    )
-    .await
+    h.as_token(token, method, path, body).await
 }
 
 async fn admin(h: &Http, method: &str, path: &str, body: Value) -> Value {
@@ -682,18 +659,12 @@ async fn impersonation_needs_permission_and_then_acts_as_the_other_user() {
 
 #[tokio::test]
 async fn forced_deletion_also_needs_unsafe_delete_ignore_read_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let s = TestServer::start_in(
-        &dir.path().join("data"),
+    let (s, _dir) = TestServer::start_with_tokens(
+        TOKENS,
         &[
-            "--anonymous-auth=false",
             "--authorization-mode=RBAC",
             "--feature-gates",
             "AllowUnsafeMalformedObjectDeletion=true",
-            "--token-auth-file",
-            file.to_str().unwrap(),
         ],
     );
     let h = s.http();

@@ -109,6 +109,23 @@ impl TestServer {
         Self::spawned(data_dir, extra, false)
     }
 
+    /// Starts a plain-HTTP server that requires credentials: the users of the token file
+    /// `tokens` (Kubernetes' CSV), and `extra` flags. The directory holds the data and the
+    /// token file; keep it as long as the server runs.
+    pub fn start_with_tokens(tokens: &str, extra: &[&str]) -> (TestServer, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("tokens.csv");
+        std::fs::write(&file, tokens).expect("token file");
+        let mut flags = vec![
+            "--anonymous-auth=false",
+            "--token-auth-file",
+            file.to_str().expect("utf-8 path"),
+        ];
+        flags.extend_from_slice(extra);
+        let s = Self::start_in(&dir.path().join("data"), &flags);
+        (s, dir)
+    }
+
     /// Starts a server with its defaults (TLS from its own CA, credentials required) on an
     /// existing data directory. Its plain-HTTP helpers do not apply; use the admin kubeconfig.
     pub fn start_tls_in(data_dir: &Path, extra: &[&str]) -> TestServer {
@@ -358,6 +375,28 @@ impl Http {
 
     pub async fn delete(&self, path: &str) -> Reply {
         self.send("DELETE", path, None, &[]).await
+    }
+
+    /// A request as the bearer of `token`, with a JSON body when one is given.
+    pub async fn as_token(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Reply {
+        let bytes = body.map(|b| serde_json::to_vec(b).expect("encode"));
+        let auth = format!("Bearer {token}");
+        self.send(
+            method,
+            path,
+            bytes.as_deref(),
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+            ],
+        )
+        .await
     }
 
     /// DELETE with a JSON DeleteOptions body.
