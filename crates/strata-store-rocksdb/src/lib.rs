@@ -59,7 +59,7 @@ use rocksdb::{
     DBWithThreadMode, ErrorKind, Options, SingleThreaded, WriteBatch, WriteOptions,
 };
 use strata_store::{
-    Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
+    Changes, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -324,7 +324,7 @@ impl Store for RocksStore {
             .await
     }
 
-    async fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+    async fn changes(&self, after: Revision, limit: usize) -> Result<Changes> {
         self.blocking(move |shared| View::new(shared).changes(after, limit))
             .await
     }

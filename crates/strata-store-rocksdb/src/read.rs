@@ -4,7 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use rocksdb::SnapshotWithThreadMode;
-use strata_store::{Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, StoreError};
+use strata_store::{
+    Changes, Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, StoreError,
+};
 
 use crate::encoding::{
     after_key_versions, decode_change, decode_record, decode_u64, history_key, is_tombstone,
@@ -119,16 +121,20 @@ impl<'a> View<'a> {
         })
     }
 
-    pub(crate) fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+    pub(crate) fn changes(&self, after: Revision, limit: usize) -> Result<Changes> {
         if after.get() < self.compacted {
             return Err(StoreError::Compacted {
                 requested: after,
                 compacted: Revision(self.compacted),
             });
         }
-        let mut events = Vec::new();
+        let mut events: Vec<Event> = Vec::new();
+        let complete = Revision(self.current);
         if after.get() >= self.current {
-            return Ok(events);
+            return Ok(Changes {
+                events,
+                revision: complete,
+            });
         }
         let mut feed = self.iter(CF_CHANGES)?;
         let mut hist = self.iter(CF_HISTORY)?;
@@ -144,7 +150,12 @@ impl<'a> View<'a> {
             feed.next();
         }
         feed.status().map_err(db_err)?;
-        Ok(events)
+        // Cut short by the limit: complete only through the last event returned.
+        let revision = match events.last() {
+            Some(last) if limit != 0 && events.len() == limit => last.revision(),
+            _ => complete,
+        };
+        Ok(Changes { events, revision })
     }
 
     /// The event for the change of `key` at `rev`: the version written then and the one before.

@@ -4,22 +4,17 @@
 use std::path::Path;
 
 use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng};
 use strata_store::{MemoryStore, RangeRequest, Revision, Store};
 use strata_store_rocksdb::{RocksOptions, RocksStore};
 
-/// xorshift64*: deterministic and dependency-free; each seed is printed before it runs.
-struct Rng(u64);
+/// A seeded generator (deterministic per seed; each seed is printed before it runs).
+struct Rng(StdRng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.random_range(0..n.max(1))
     }
 
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
@@ -126,7 +121,7 @@ async fn compare_reads(rng: &mut Rng, mem: &MemoryStore, rocks: &RocksStore) {
 async fn matches_the_memory_engine() {
     for seed in 1..=6u64 {
         eprintln!("seed {seed}");
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = Rng(StdRng::seed_from_u64(seed));
         let dir = tempfile::tempdir().unwrap();
         let mem = MemoryStore::new();
         let mut rocks = open(dir.path());

@@ -52,7 +52,7 @@ async fn reopen_keeps_data_revisions_and_compaction_point() {
         s.get("/m/a", Some(Revision(2))).await,
         Err(StoreError::Compacted { .. })
     ));
-    let feed = s.changes(Revision(3), 0).await.unwrap();
+    let feed = s.changes(Revision(3), 0).await.unwrap().events;
     assert_eq!(
         feed.iter().map(Event::revision).collect::<Vec<_>>(),
         [Revision(4), Revision(5)]
@@ -191,8 +191,8 @@ async fn reads_racing_compaction_see_exact_versions() {
                 // The changes after the compaction point always include the previous version.
                 let after = s.compacted_revision();
                 match s.changes(after, 1).await {
-                    Ok(events) => {
-                        if let Some(Event::Put { kv, prev }) = events.first() {
+                    Ok(changes) => {
+                        if let Some(Event::Put { kv, prev }) = changes.events.first() {
                             assert_eq!(kv.mod_revision, after.next());
                             let expected_prev = (after > Revision::ZERO).then_some(after);
                             assert_eq!(prev.as_ref().map(|p| p.mod_revision), expected_prev);
@@ -274,7 +274,7 @@ fn acknowledged_writes_survive_sigkill() {
             assert_eq!((kv.mod_revision, &kv.value[..]), (*rev, key.as_bytes()));
         }
         // The history that survived is gap-free: no batch was half-applied.
-        let feed = s.changes(Revision(0), 0).await.unwrap();
+        let feed = s.changes(Revision(0), 0).await.unwrap().events;
         let revs: Vec<u64> = feed.iter().map(|e| e.revision().get()).collect();
         assert_eq!(revs, (1..=s.current_revision().get()).collect::<Vec<_>>());
         let kv = s.create("/after-crash", b("x")).await.unwrap();

@@ -4,9 +4,27 @@
 //! and passes the shared suite in [`conformance`]. Engines store bytes under keys: they never
 //! decode objects.
 //!
-//! The model is etcd's: one global [`Revision`] counter that every successful write advances by
-//! exactly one; each key remembers the revision that created it and the one that last modified it;
-//! reads name a revision (or the latest); history older than the compaction point is gone.
+//! The model is etcd's: one global [`Revision`] counter that every successful write advances;
+//! each key remembers the revision that created it and the one that last modified it; reads name
+//! a revision (or the latest); history older than the compaction point is gone.
+//!
+//! Revisions are ordered, not counted. The embedded engine numbers its writes 1, 2, 3…, but an
+//! engine over a shared keyspace (etcd, where other prefixes and other clients write too) sees
+//! its own writes with gaps between them and a history that starts anywhere. Nothing above this
+//! crate may assume more than order: the conformance suite runs against a `MemoryStore` that
+//! starts at 1000 and numbers in steps of three.
+//!
+//! # The change feed and the compaction point
+//!
+//! [`Store::changes`] is the one way to follow the store: the events after a revision, and the
+//! revision through which that answer is complete. A scanning engine (RocksDB, memory) reads its
+//! event log. An engine that is pushed events (an etcd watch) keeps one watch open from the last
+//! revision it delivered and buffers what arrives; its progress notifications advance the
+//! "complete through" revision when the prefix sees no writes while the shared revision moves.
+//! The compaction point is what the engine knows of the backend's compaction: the revision it
+//! last compacted to itself, raised whenever a read or a watch reports a newer one (etcd's
+//! `ErrCompacted` and a watch cancelled with `compact_revision`); a feed read from before it
+//! fails with [`StoreError::Compacted`], and the reader reloads.
 
 pub mod conformance;
 mod memory;
@@ -56,6 +74,18 @@ impl Event {
             Event::Delete { prev, .. } => &prev.key,
         }
     }
+}
+
+/// One read of the change feed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Changes {
+    /// The changes after the requested revision, in revision order.
+    pub events: Vec<Event>,
+    /// The feed is complete through this revision: every change at or below it is in `events`
+    /// or at or below the requested one. When a limit cut `events` short, it is the last
+    /// event's revision; otherwise at least the revision of every write acknowledged before
+    /// the read, even if this store saw no change since (a shared keyspace moved on).
+    pub revision: Revision,
 }
 
 /// A range read: keys starting with `prefix`, from `start` (inclusive) on, in key order.
@@ -123,7 +153,8 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// A revisioned key-value store.
 ///
 /// Writes are linearizable and durable when they return `Ok`: a crash after that never loses
-/// them. Every successful write advances the global revision by exactly one.
+/// them. Every successful write gets a revision above every earlier one; a failed write leaves
+/// no trace in the history or the feed.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Creates `key` if it does not exist. Returns the new entry (create and mod revision equal).
@@ -151,12 +182,14 @@ pub trait Store: Send + Sync + 'static {
     /// Reads a key range at one revision. Same revision errors as [`Store::get`].
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse>;
 
-    /// The changes with revisions greater than `after`, in order, at most `limit` (0 = all).
-    /// Fails with `Compacted` when changes after `after` are no longer all retained, i.e. when
-    /// `after` is older than the compaction point.
-    async fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>>;
+    /// The changes with revisions greater than `after`, in order, at most `limit` (0 = all),
+    /// and how far the answer is complete (see [`Changes`]). Fails with `Compacted` when changes
+    /// after `after` are no longer all retained, i.e. when `after` is older than the compaction
+    /// point.
+    async fn changes(&self, after: Revision, limit: usize) -> Result<Changes>;
 
-    /// The latest revision (0 for an empty store that never had a write).
+    /// The latest revision this store knows of: at least that of each of its own acknowledged
+    /// writes (0 for an empty embedded store that never had a write).
     fn current_revision(&self) -> Revision;
 
     /// The latest revision as a linearizable read: every write acknowledged before the call is

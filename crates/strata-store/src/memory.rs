@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::{Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError};
+use crate::{
+    Changes, Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
+};
 
 /// One version of a key: its state from `revision` on (`None` = deleted).
 #[derive(Clone, Debug)]
@@ -21,11 +23,18 @@ struct Version {
 struct State {
     current: Revision,
     compacted: Revision,
+    /// How far each write moves the revision (1 unless made with [`MemoryStore::numbered`]).
+    stride: u64,
     history: BTreeMap<String, Vec<Version>>,
     events: Vec<Event>,
 }
 
 impl State {
+    /// The revision of the next write.
+    fn next_revision(&self) -> Revision {
+        Revision(self.current.0 + self.stride)
+    }
+
     fn latest(&self, key: &str) -> Option<&KeyValue> {
         self.history.get(key)?.last()?.kv.as_ref()
     }
@@ -80,10 +89,36 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     pub fn new() -> Self {
+        Self::numbered(Revision::ZERO, 1)
+    }
+
+    /// A store whose history starts after `start` and whose writes are `stride` revisions apart,
+    /// as one user of a shared revision counter sees its own writes (etcd, where other keys
+    /// move the revision too). The conformance suite runs against such a store to show that it
+    /// assumes nothing about numbering beyond order.
+    pub fn numbered(start: Revision, stride: u64) -> Self {
+        let state = State {
+            current: start,
+            compacted: start,
+            stride: stride.max(1),
+            ..State::default()
+        };
         Self {
-            state: Mutex::new(State::default()),
-            notify: watch::channel(Revision::ZERO).0,
+            state: Mutex::new(state),
+            notify: watch::channel(start).0,
         }
+    }
+
+    /// Moves the revision by `by` without a change of this store's keys, as writes under other
+    /// prefixes of a shared keyspace do: the feed reports the progress with no events.
+    pub fn advance(&self, by: u64) -> Revision {
+        let rev = {
+            let mut s = self.lock();
+            s.current = Revision(s.current.0 + by);
+            s.current
+        };
+        self.notify.send_replace(rev);
+        rev
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -101,7 +136,7 @@ impl Store for MemoryStore {
             if s.latest(key).is_some() {
                 return Err(StoreError::Exists(key.into()));
             }
-            let rev = s.current.next();
+            let rev = s.next_revision();
             let kv = KeyValue {
                 key: key.into(),
                 value,
@@ -136,7 +171,7 @@ impl Store for MemoryStore {
                     actual: prev.mod_revision,
                 });
             }
-            let rev = s.current.next();
+            let rev = s.next_revision();
             let kv = KeyValue {
                 key: key.into(),
                 value,
@@ -173,7 +208,7 @@ impl Store for MemoryStore {
                     });
                 }
             }
-            let rev = s.current.next();
+            let rev = s.next_revision();
             s.record(
                 key,
                 None,
@@ -235,7 +270,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn changes(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+    async fn changes(&self, after: Revision, limit: usize) -> Result<Changes> {
         let s = self.lock();
         if after < s.compacted {
             return Err(StoreError::Compacted {
@@ -249,7 +284,12 @@ impl Store for MemoryStore {
         } else {
             (start + limit).min(s.events.len())
         };
-        Ok(s.events[start..end].to_vec())
+        let events = s.events[start..end].to_vec();
+        let revision = match events.last() {
+            Some(last) if end < s.events.len() => last.revision(),
+            _ => s.current,
+        };
+        Ok(Changes { events, revision })
     }
 
     fn current_revision(&self) -> Revision {
@@ -294,5 +334,22 @@ impl Store for MemoryStore {
 
 #[cfg(test)]
 mod tests {
-    crate::store_conformance_tests!(crate::MemoryStore::new());
+    use std::sync::Arc;
+
+    use crate::conformance::Subject;
+    use crate::{MemoryStore, Revision};
+
+    /// Numbered 1, 2, 3… like the embedded engine.
+    mod counted {
+        use super::*;
+        crate::store_conformance_tests!(async { Subject::new(Arc::new(MemoryStore::new())) });
+    }
+
+    /// Numbered as one user of a shared revision counter sees it: from 1000, in steps of 3.
+    mod shared_keyspace {
+        use super::*;
+        crate::store_conformance_tests!(async {
+            Subject::new(Arc::new(MemoryStore::numbered(Revision(1000), 3)))
+        });
+    }
 }

@@ -601,17 +601,7 @@ impl WatchCache {
         if let Some(last) = events.last() {
             inner.changed = inner.changed.max(last.revision());
         }
-        while inner.window.len() > self.config.window_events
-            || inner
-                .window
-                .front()
-                .is_some_and(|e| e.revision() <= compacted)
-        {
-            if let Some(e) = inner.window.pop_front() {
-                inner.window_start = inner.window_start.max(e.revision());
-            }
-        }
-        inner.window_start = inner.window_start.max(compacted.min(inner.revision));
+        self.trim(&mut inner, compacted);
         self.bookmarks(&mut inner, now);
         let r = inner.revision;
         drop(inner);
@@ -700,9 +690,27 @@ impl WatchCache {
         }
     }
 
-    fn tick(&self) {
+    /// Drops the events beyond the window's size and those at or before the store's compaction
+    /// point: a watch cannot resume from history the store no longer has.
+    fn trim(&self, inner: &mut Inner, compacted: Revision) {
+        while inner.window.len() > self.config.window_events
+            || inner
+                .window
+                .front()
+                .is_some_and(|e| e.revision() <= compacted)
+        {
+            if let Some(e) = inner.window.pop_front() {
+                inner.window_start = inner.window_start.max(e.revision());
+            }
+        }
+        inner.window_start = inner.window_start.max(compacted.min(inner.revision));
+    }
+
+    /// Runs while nothing is written: bookmarks, and history the store compacted meanwhile.
+    fn tick(&self, compacted: Revision) {
         let now = Instant::now();
         let mut inner = self.lock();
+        self.trim(&mut inner, compacted);
         // Also forget watchers whose clients went away while nothing happened.
         inner.watchers.retain(|w| !w.tx.is_closed());
         self.bookmarks(&mut inner, now);
@@ -792,16 +800,13 @@ impl Caches {
             // Replay the retained history into the windows.
             let mut after = compacted;
             loop {
-                let events = match self.store.changes(after, self.config.feed_batch).await {
+                let changes = match self.store.changes(after, self.config.feed_batch).await {
                     Err(StoreError::Compacted { .. }) => break,
                     other => other?,
                 };
-                let got = events.len();
-                if let Some(last) = events.last() {
-                    after = last.revision();
-                }
-                self.apply(&events, after);
-                if got < self.config.feed_batch {
+                after = after.max(changes.revision);
+                self.apply(&changes.events, after);
+                if changes.events.len() < self.config.feed_batch {
                     return Ok(after);
                 }
             }
@@ -845,13 +850,14 @@ impl Caches {
         let tick = (self.config.bookmark_interval / 2).max(Duration::from_millis(10));
         loop {
             match self.store.changes(after, self.config.feed_batch).await {
-                Ok(events) => {
-                    let got = events.len();
-                    if let Some(last) = events.last() {
-                        after = last.revision();
-                        self.apply(&events, after);
+                Ok(changes) => {
+                    // Progress without events (a shared keyspace moved on) advances the caches
+                    // too, so reads waiting for a revision are not kept waiting.
+                    if changes.revision > after || !changes.events.is_empty() {
+                        after = after.max(changes.revision);
+                        self.apply(&changes.events, after);
                     }
-                    if got == self.config.feed_batch {
+                    if changes.events.len() == self.config.feed_batch {
                         continue;
                     }
                 }
@@ -883,8 +889,9 @@ impl Caches {
                     }
                 }
                 _ = tokio::time::sleep(tick) => {
+                    let compacted = self.store.compacted_revision();
                     for cache in self.all() {
-                        cache.tick();
+                        cache.tick(compacted);
                     }
                 }
             }

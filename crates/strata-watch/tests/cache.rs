@@ -282,3 +282,48 @@ async fn bookmarks_never_run_ahead_of_events() {
     writer.await.unwrap();
     assert!(bookmarks > 0);
 }
+
+/// Over a shared keyspace the store's revision moves without changes of its own (other
+/// prefixes, other clients) and its history starts anywhere. The cache follows the feed's
+/// progress, so a read that waits for such a revision is served instead of timing out, and
+/// watches resume across the gaps.
+#[tokio::test]
+async fn a_shared_keyspace_moves_the_cache_without_events() {
+    let store = Arc::new(MemoryStore::numbered(Revision(5000), 7));
+    let caches = Arc::new(Caches::new(store.clone(), CacheConfig::default()));
+    let cache = caches.add("things", "/t/", Arc::new(Numbers));
+    caches.start().await.unwrap();
+    let first = put(&store, "/t/a", 1).await;
+    assert!(first > Revision(5000));
+    cache.wait_for(first, Duration::from_secs(5)).await.unwrap();
+
+    let foreign = store.advance(40);
+    cache
+        .wait_for(foreign, Duration::from_secs(5))
+        .await
+        .expect("progress without events reaches the cache");
+    assert!(cache.revision() >= foreign);
+
+    let second = put(&store, "/t/b", 2).await;
+    assert!(second > foreign);
+    let spec = WatchSpec {
+        prefix: "/t/".into(),
+        filter: all(),
+        start: StartAt::After(first),
+        bookmarks: false,
+    };
+    cache
+        .wait_for(second, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let w = cache.watch(spec, Duration::from_secs(1)).await.unwrap();
+    let revs: Vec<Revision> = w
+        .backlog
+        .iter()
+        .map(|i| match i {
+            WatchItem::Event(_, o) => o.revision(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(revs, [second]);
+}
