@@ -169,7 +169,7 @@ impl NamespaceController {
     async fn sync(&self, name: &str) -> Result<Outcome, Status> {
         let ns = match self.registry.get(&self.namespaces, "", name, "").await {
             Ok(ns) => ns,
-            Err(s) if s.code == 404 => return Ok(Outcome::Done),
+            Err(s) if s.is_not_found() => return Ok(Outcome::Done),
             Err(s) => return Err(s),
         };
         if ns.deletion_timestamp().is_empty() || !has_our_finalizer(&ns) {
@@ -258,7 +258,7 @@ impl NamespaceController {
     async fn finalize(&self, name: &str) -> Result<Outcome, Status> {
         let mut ns = match self.registry.get(&self.namespaces, "", name, "").await {
             Ok(ns) => ns,
-            Err(s) if s.code == 404 => return Ok(Outcome::Done),
+            Err(s) if s.is_not_found() => return Ok(Outcome::Done),
             Err(s) => return Err(s),
         };
         let kept: Vec<Value> = strata_registry::strategy::spec_finalizers(&ns)
@@ -281,9 +281,9 @@ impl NamespaceController {
                 tracing::info!(namespace = name, "namespace finalized");
                 Ok(Outcome::Done)
             }
-            Err(s) if s.code == 404 => Ok(Outcome::Done),
+            Err(s) if s.is_not_found() => Ok(Outcome::Done),
             // Changed meanwhile: the next pass sees the new state.
-            Err(s) if s.code == 409 => Ok(Outcome::Remaining),
+            Err(s) if s.is_conflict() => Ok(Outcome::Remaining),
             Err(s) => Err(s),
         }
     }

@@ -765,6 +765,8 @@ async fn resource(
         (Method::DELETE, false) => {
             let output = fe.config.formats.output(&accept, false)?;
             let opts = delete_options(fe, req, &query).await?;
+            // Invalid options are refused before the unsafe option is authorized.
+            opts.validate()?;
             if opts.ignore_store_read_error && fe.registry.config().unsafe_malformed_object_deletion
             {
                 authorize_unsafe_delete(fe, &rt, &info, user)?;

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::field::FieldError;
 
-/// Why a request failed, as carried in `Status.reason`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a request failed, as carried in `Status.reason`. Serialized as Kubernetes spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StatusReason {
     NotFound,
     AlreadyExists,
@@ -88,8 +88,9 @@ pub struct Status {
     pub status: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
+    /// `None` for a success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<StatusReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -146,7 +147,7 @@ impl Status {
             metadata: StatusListMeta::default(),
             status: "Failure".into(),
             message,
-            reason: reason.as_str().into(),
+            reason: Some(reason),
             details,
             code: reason.code(),
         }
@@ -160,7 +161,7 @@ impl Status {
             metadata: StatusListMeta::default(),
             status: "Success".into(),
             message: String::new(),
-            reason: String::new(),
+            reason: None,
             details,
             code: 200,
         }
@@ -447,9 +448,31 @@ impl Status {
     }
 }
 
+impl Status {
+    /// Whether this failed for `reason`.
+    pub fn is(&self, reason: StatusReason) -> bool {
+        self.reason == Some(reason)
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.is(StatusReason::NotFound)
+    }
+
+    pub fn is_already_exists(&self) -> bool {
+        self.is(StatusReason::AlreadyExists)
+    }
+
+    /// A write that lost a race or a precondition (`Conflict`), not a name taken
+    /// (`AlreadyExists`).
+    pub fn is_conflict(&self) -> bool {
+        self.is(StatusReason::Conflict)
+    }
+}
+
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.code, self.reason, self.message)
+        let reason = self.reason.map_or("", StatusReason::as_str);
+        write!(f, "{} ({reason}): {}", self.code, self.message)
     }
 }
 
@@ -469,6 +492,11 @@ mod tests {
         assert_eq!(v["metadata"], serde_json::json!({}));
         assert_eq!(v["details"]["kind"], "serviceaccounts");
         assert!(v["details"].get("group").is_none());
+        assert_eq!(v["reason"], "NotFound");
+        assert!(s.is_not_found() && !s.is_conflict());
+        let back: Status = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+        assert!(Status::success(None).to_value().get("reason").is_none());
     }
 
     #[test]

@@ -40,8 +40,30 @@ pub struct DeleteOptions {
 
 impl DeleteOptions {
     /// Kubernetes' checks of a DeleteOptions: 422 `DeleteOptions.meta.k8s.io "" is invalid`.
-    /// `dryRun` values are checked where they are parsed.
+    /// `dryRun` values are checked where they are parsed. The unsafe option set together with
+    /// an option it excludes is 400 instead (spec §7; Kubernetes answers 422 there too), and
+    /// is checked first, whether or not the unsafe option is enabled.
     pub fn validate(&self) -> Result<(), Status> {
+        if self.ignore_store_read_error {
+            let set = [
+                ("dryRun", self.dry_run),
+                ("propagationPolicy", self.propagation_policy.is_some()),
+                ("orphanDependents", self.orphan_dependents.is_some()),
+                ("gracePeriodSeconds", self.grace_period_seconds.is_some()),
+                ("preconditions", self.preconditions.is_some()),
+            ];
+            let conflicts: Vec<String> = set
+                .iter()
+                .filter(|(_, is_set)| *is_set)
+                .map(|(field, _)| {
+                    unsafe_option_error(&format!("cannot be set together with .{field}"))
+                        .to_string()
+                })
+                .collect();
+            if !conflicts.is_empty() {
+                return Err(Status::bad_request(go_aggregate(&conflicts)));
+            }
+        }
         let mut errors = Vec::new();
         if let (Some(_), Some(policy)) = (self.orphan_dependents, &self.propagation_policy) {
             errors.push(FieldError::invalid_string(
@@ -59,20 +81,6 @@ impl DeleteOptions {
                     policy,
                     &supported,
                 ));
-            }
-        }
-        if self.ignore_store_read_error {
-            let set = [
-                ("dryRun", self.dry_run),
-                ("propagationPolicy", self.propagation_policy.is_some()),
-                ("orphanDependents", self.orphan_dependents.is_some()),
-                ("gracePeriodSeconds", self.grace_period_seconds.is_some()),
-                ("preconditions", self.preconditions.is_some()),
-            ];
-            for (field, _) in set.iter().filter(|(_, is_set)| *is_set) {
-                errors.push(unsafe_option_error(&format!(
-                    "cannot be set together with .{field}"
-                )));
             }
         }
         if errors.is_empty() {
@@ -96,6 +104,14 @@ fn unsafe_option_error(detail: &str) -> FieldError {
         Some("true".into()),
         detail,
     )
+}
+
+/// Several errors as Go's error aggregates print them: one alone, or `[a, b]`.
+fn go_aggregate(items: &[String]) -> String {
+    match items {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }
 
 fn invalid_options(errors: &[FieldError]) -> Status {
@@ -127,11 +143,11 @@ impl Registry {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Deleted, Status> {
+        opts.validate()?;
         let mut opts = opts.clone();
         if !self.config.unsafe_malformed_object_deletion {
             opts.ignore_store_read_error = false;
         }
-        opts.validate()?;
         if opts.ignore_store_read_error {
             return self.delete_unreadable(rt, namespace, name).await;
         }
@@ -251,11 +267,11 @@ impl Registry {
         list_opts: &ListOptions,
         opts: &DeleteOptions,
     ) -> Result<Status, Status> {
+        opts.validate()?;
         let mut opts = opts.clone();
         if !self.config.unsafe_malformed_object_deletion {
             opts.ignore_store_read_error = false;
         }
-        opts.validate()?;
         if opts.ignore_store_read_error {
             return Err(invalid_options(&[unsafe_option_error(
                 "is not allowed with DELETECOLLECTION, try again after removing the option",
@@ -267,7 +283,7 @@ impl Registry {
             match self.delete(rt, ns, name, &opts).await {
                 Ok(_) => {}
                 // Removed meanwhile by someone else: the goal is reached.
-                Err(s) if s.code == 404 => {}
+                Err(s) if s.is_not_found() => {}
                 Err(s) => return Err(s),
             }
         }
@@ -348,28 +364,47 @@ mod tests {
 
     #[test]
     fn the_unsafe_option_excludes_every_other_option() {
-        let m = message(DeleteOptions {
-            ignore_store_read_error: true,
+        let with = |o: DeleteOptions| {
+            DeleteOptions {
+                ignore_store_read_error: true,
+                ..o
+            }
+            .validate()
+            .unwrap_err()
+        };
+        let all = with(DeleteOptions {
             dry_run: true,
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions::default()),
             propagation_policy: Some("Orphan".into()),
-            orphan_dependents: None,
+            orphan_dependents: Some(true),
+            ..Default::default()
         });
+        assert_eq!(all.code, 400);
+        assert!(all.is(strata_object::StatusReason::BadRequest));
         for field in [
             "dryRun",
             "propagationPolicy",
+            "orphanDependents",
             "gracePeriodSeconds",
             "preconditions",
         ] {
             assert!(
-                m.contains(&format!(
+                all.message.contains(&format!(
                     "ignoreStoreReadErrorWithClusterBreakingPotential: Invalid value: true: cannot be set together with .{field}"
                 )),
-                "{m}"
+                "{}",
+                all.message
             );
         }
-        assert!(!m.contains(".orphanDependents"), "{m}");
+        let one = with(DeleteOptions {
+            grace_period_seconds: Some(5),
+            ..Default::default()
+        });
+        assert_eq!(
+            one.message,
+            "ignoreStoreReadErrorWithClusterBreakingPotential: Invalid value: true: cannot be set together with .gracePeriodSeconds"
+        );
         assert!(DeleteOptions {
             ignore_store_read_error: true,
             ..Default::default()

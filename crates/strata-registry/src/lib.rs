@@ -843,25 +843,12 @@ impl Registry {
     /// Checks the type fields of a body against the endpoint and fills them in when absent.
     fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
         let info = &rt.info;
-        let mut obj =
-            Object::from_value(body).map_err(|e| write::undecodable(info, &e.to_string()))?;
-        let expected_version = info.api_version();
-        if !obj.api_version().is_empty() && obj.api_version() != expected_version {
-            return Err(Status::bad_request(format!(
-                "the API version in the data ({}) does not match the expected API version ({expected_version})",
-                obj.api_version()
-            )));
-        }
-        if !obj.kind().is_empty() && obj.kind() != info.kind {
-            return Err(Status::bad_request(format!(
-                "{kind} in version {v:?} cannot be handled as a {kind}: the kind in the data ({}) does not match the expected kind",
-                obj.kind(),
-                kind = info.kind,
-                v = info.version
-            )));
-        }
-        obj.set_type_meta(&expected_version, &info.kind);
-        Ok(obj)
+        write::read_object(info, body).map_err(|e| match e {
+            write::NotThisType::Version(why) => Status::bad_request(why),
+            write::NotThisType::Malformed(why) | write::NotThisType::Kind(why) => {
+                write::undecodable(info, &why)
+            }
+        })
     }
 
     /// Replaces an object (PUT). Returns the stored object.
@@ -992,7 +979,7 @@ impl Registry {
                         created: false,
                     })
                 }
-                Err(s) if s.code == 404 => {}
+                Err(s) if s.is_not_found() => {}
                 Err(s) => return Err(s),
             }
             let obj = write::apply_to(&rt.info, None, &applied, opts)?;
@@ -1006,7 +993,7 @@ impl Registry {
                     })
                 }
                 // Created by someone else meanwhile: apply to theirs.
-                Err(s) if s.code == 409 && s.reason == "AlreadyExists" => continue,
+                Err(s) if s.is_already_exists() => continue,
                 Err(s) => return Err(s),
             }
         }
@@ -1015,13 +1002,7 @@ impl Registry {
     /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
     fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
         let copy = doc.clone();
-        self.decode_body(rt, doc).map_err(|s| {
-            let why = s
-                .message
-                .rsplit_once(": ")
-                .map_or(s.message.as_str(), |(_, w)| w);
-            write::invalid_patch(&copy, why)
-        })
+        write::read_object(&rt.info, doc).map_err(|e| write::invalid_patch(&copy, e.why()))
     }
 
     /// The read-modify-write loop of every update: reads the current object, builds the new one

@@ -70,12 +70,15 @@ pub enum PatchKind {
     Apply,
 }
 
-/// Where a field-validation failure is reported, which decides its wording and code.
+/// Where a field-validation failure is reported, which decides its wording and code. Strict
+/// failures are 400 at every stage (spec §4.9); only a patch result of the wrong type is 422.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
     /// POST and PUT bodies: 400 naming the kind.
     Body,
-    /// JSON, merge and strategic patches: 422 on the field `patch`.
+    /// JSON, merge and strategic patches: 400 naming the kind for unknown and duplicate
+    /// fields (Kubernetes answers 422 on the field `patch`, quoting the patched object); 422
+    /// on `patch` for a type mismatch.
     Patch,
     /// Server-side apply: 400.
     Apply,
@@ -119,10 +122,49 @@ pub(crate) fn check_fields(
     }
     let listed = format!("strict decoding error: {}", items.join(", "));
     Err(match stage {
-        Stage::Body => undecodable(info, &listed),
-        Stage::Patch => invalid_patch(value, &listed),
+        Stage::Body | Stage::Patch => undecodable(info, &listed),
         Stage::Apply => Status::bad_request(format!("error strict decoding YAML: {listed}")),
     })
+}
+
+/// Why a value is not an object of the endpoint's type, in Kubernetes' words. A body and a
+/// patch result report it differently (400, or 422 on `patch`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum NotThisType {
+    /// Not an object with valid metadata.
+    Malformed(String),
+    /// `apiVersion` names another version.
+    Version(String),
+    /// `kind` names another kind.
+    Kind(String),
+}
+
+impl NotThisType {
+    pub(crate) fn why(&self) -> &str {
+        match self {
+            Self::Malformed(why) | Self::Version(why) | Self::Kind(why) => why,
+        }
+    }
+}
+
+/// Reads `value` as an object of `info`'s type, filling in an absent `apiVersion` and `kind`.
+pub(crate) fn read_object(info: &ResourceType, value: Value) -> Result<Object, NotThisType> {
+    let mut obj = Object::from_value(value).map_err(|e| NotThisType::Malformed(e.to_string()))?;
+    let expected_version = info.api_version();
+    if !obj.api_version().is_empty() && obj.api_version() != expected_version {
+        return Err(NotThisType::Version(format!(
+            "the API version in the data ({}) does not match the expected API version ({expected_version})",
+            obj.api_version()
+        )));
+    }
+    if !obj.kind().is_empty() && obj.kind() != info.kind {
+        return Err(NotThisType::Kind(format!(
+            "the kind in the data ({}) does not match the expected kind",
+            obj.kind()
+        )));
+    }
+    obj.set_type_meta(&expected_version, &info.kind);
+    Ok(obj)
 }
 
 /// 400 for a body that cannot be read as the endpoint's kind, as Kubernetes words it.

@@ -32,8 +32,9 @@ pub struct Config {
     pub backend: Backend,
     /// How much change history is kept (`--history-retention`, default 5m).
     pub history_retention: Duration,
-    /// How often compaction runs (`--etcd-compaction-interval`, default 5m).
-    pub compaction_interval: Duration,
+    /// How often compaction runs (`--etcd-compaction-interval`); zero turns it off. `None`,
+    /// the default, follows the retention closely (see [`Config::compaction_tick`]).
+    pub compaction_interval: Option<Duration>,
     pub feature_gates: BTreeMap<String, bool>,
     /// How long in-flight requests may take to finish at shutdown.
     pub shutdown_drain: Duration,
@@ -63,6 +64,18 @@ pub struct Config {
     pub tls_private_key_file: Option<PathBuf>,
 }
 
+impl Config {
+    /// How often the compactor looks at the store: the configured interval, or by default a
+    /// sixtieth of the retention between 100 ms and 5 s, so that a revision leaves the history
+    /// within seconds of leaving the retention window (spec §4.5). Kubernetes compacts every
+    /// 5 minutes what is older than 5 minutes, keeping up to twice the window.
+    pub fn compaction_tick(&self) -> Duration {
+        self.compaction_interval.unwrap_or_else(|| {
+            (self.history_retention / 60).clamp(Duration::from_millis(100), Duration::from_secs(5))
+        })
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -70,7 +83,7 @@ impl Default for Config {
             data_dir: PathBuf::from("strata-data"),
             backend: Backend::RocksDb,
             history_retention: Duration::from_secs(300),
-            compaction_interval: Duration::from_secs(300),
+            compaction_interval: None,
             feature_gates: BTreeMap::new(),
             shutdown_drain: Duration::from_secs(10),
             continue_token_lifetime: Duration::from_secs(300),
@@ -108,7 +121,8 @@ flags:
   --storage-backend rocksdb|memory  storage engine (default rocksdb)
   --history-retention DURATION      change history kept for watches and lists (default 5m)
   --etcd-compaction-interval DURATION
-                                    how often old history is compacted (default 5m)
+                                    how often old history is compacted; 0 turns compaction
+                                    off (default: a sixtieth of the retention, 100ms to 5s)
   --feature-gates K=V[,K=V]         e.g. APIResponseCompression=false
   --shutdown-drain DURATION         time allowed for requests in flight at shutdown (default 10s)
   --continue-token-lifetime DURATION
@@ -209,7 +223,9 @@ impl Config {
                     }
                 }
                 "--history-retention" => c.history_retention = parse_duration(&value()?)?,
-                "--etcd-compaction-interval" => c.compaction_interval = parse_duration(&value()?)?,
+                "--etcd-compaction-interval" => {
+                    c.compaction_interval = Some(parse_duration(&value()?)?)
+                }
                 "--shutdown-drain" => c.shutdown_drain = parse_duration(&value()?)?,
                 "--continue-token-lifetime" => {
                     c.continue_token_lifetime = parse_duration(&value()?)?

@@ -79,7 +79,7 @@ pub async fn bootstrap(registry: &Registry) -> Result<(), String> {
             .await
         {
             Ok(_) => tracing::info!(namespace = name, "created bootstrap namespace"),
-            Err(s) if s.code == 409 => {}
+            Err(s) if s.is_already_exists() => {}
             Err(s) => return Err(format!("cannot create namespace {name}: {s}")),
         }
     }
@@ -97,7 +97,7 @@ pub async fn bootstrap(registry: &Registry) -> Result<(), String> {
                 .await
             {
                 Ok(_) => tracing::debug!(resource, name, "created a default"),
-                Err(s) if s.code == 409 => {}
+                Err(s) if s.is_already_exists() => {}
                 Err(s) => return Err(format!("cannot create {resource} {name}: {s}")),
             }
         }
@@ -105,9 +105,14 @@ pub async fn bootstrap(registry: &Registry) -> Result<(), String> {
     Ok(())
 }
 
-/// Compacts history older than `retention`, checking every `interval`.
-async fn compactor(store: Arc<dyn Store>, retention: Duration, interval: Duration) {
-    let tick = interval.min(retention).max(Duration::from_millis(100));
+/// Compacts history older than `retention`, looking every `tick` (never when `tick` is zero).
+/// The store's current revision is sampled at each look; the newest sample at least
+/// `retention` old is the compaction point, so a revision stays readable for the retention
+/// after it was superseded, and leaves at most one `tick` later.
+async fn compactor(store: Arc<dyn Store>, retention: Duration, tick: Duration) {
+    if tick.is_zero() {
+        return;
+    }
     let mut samples: VecDeque<(Instant, Revision)> = VecDeque::new();
     loop {
         tokio::time::sleep(tick).await;
@@ -262,7 +267,7 @@ impl Server {
         let compaction = tokio::spawn(compactor(
             self.store.clone(),
             self.config.history_retention,
-            self.config.compaction_interval,
+            self.config.compaction_tick(),
         ));
         let namespaces = NamespaceController::new(
             self.frontend.registry.clone(),

@@ -658,6 +658,13 @@ async fn an_unreadable_object_can_be_forced_out_only_with_the_gate_and_the_optio
         500,
         "InternalError",
     );
+    let r = h
+        .delete_json(
+            &sa("broken", "good"),
+            &json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true, "gracePeriodSeconds": 0}),
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
     // Other objects are unaffected.
     h.get_ok(&sa("broken", "good")).await;
     assert!(s.terminate());
@@ -665,35 +672,43 @@ async fn an_unreadable_object_can_be_forced_out_only_with_the_gate_and_the_optio
     let s = TestServer::start_in(dir.path(), &gate);
     let h = s.http();
     assert_status(&h.delete(&sa("broken", "bad")).await, 500, "InternalError");
-    // The option excludes every other option.
-    let r = h
-        .delete_json(
-            &sa("broken", "bad"),
-            &json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true, "dryRun": ["All"], "gracePeriodSeconds": 0, "preconditions": {"uid": "x"}, "propagationPolicy": "Background"}),
-        )
-        .await;
-    assert_status(&r, 422, "Invalid");
-    let msg = r.json()["message"].as_str().unwrap().to_string();
-    for field in [
-        "dryRun",
-        "gracePeriodSeconds",
-        "preconditions",
-        "propagationPolicy",
-    ] {
-        assert!(
-            msg.contains(&format!(
-                "ignoreStoreReadErrorWithClusterBreakingPotential: Invalid value: true: cannot be set together with .{field}"
-            )),
-            "{msg}"
-        );
+    // The option excludes every other option: 400 naming each conflicting one (spec §7), for
+    // an unreadable and a readable object alike, and nothing is removed.
+    for name in ["bad", "good"] {
+        let r = h
+            .delete_json(
+                &sa("broken", name),
+                &json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true, "dryRun": ["All"], "gracePeriodSeconds": 0, "preconditions": {"uid": "x"}, "propagationPolicy": "Background"}),
+            )
+            .await;
+        assert_status(&r, 400, "BadRequest");
+        let msg = r.json()["message"].as_str().unwrap().to_string();
+        for field in [
+            "dryRun",
+            "gracePeriodSeconds",
+            "preconditions",
+            "propagationPolicy",
+        ] {
+            assert!(
+                msg.contains(&format!(
+                    "ignoreStoreReadErrorWithClusterBreakingPotential: Invalid value: true: cannot be set together with .{field}"
+                )),
+                "{msg}"
+            );
+        }
+        let r = h
+            .delete(&format!(
+                "{}?orphanDependents=true&ignoreStoreReadErrorWithClusterBreakingPotential=true",
+                sa("broken", name)
+            ))
+            .await;
+        assert_status(&r, 400, "BadRequest");
+        assert!(r.json()["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("cannot be set together with .orphanDependents"));
     }
-    let r = h
-        .delete(&format!(
-            "{}?orphanDependents=true&ignoreStoreReadErrorWithClusterBreakingPotential=true",
-            sa("broken", "bad")
-        ))
-        .await;
-    assert_status(&r, 422, "Invalid");
+    h.get_ok(&sa("broken", "good")).await;
     // A readable object is refused.
     let r = h.delete_json(&sa("broken", "good"), &force).await;
     assert_status(&r, 422, "Invalid");

@@ -573,22 +573,70 @@ async fn field_validation_levels() {
     assert_eq!(r.code(), 201);
     assert!(warnings(&r).is_empty());
 
-    // Patches: Strict is 422 on `patch`; Warn warns.
+    // Patches of every type: Strict is 400 naming each unknown and duplicate field by path,
+    // never quoting the object (spec §4.9), and nothing changes; Warn warns.
     let path = format!("{base}/f1");
-    let r = s
-        .http()
-        .send_json(
-            "PATCH",
-            &format!("{path}?fieldValidation=Strict"),
-            &json!({"spec": {"y": 1}}),
+    let before = rv_of(&s.get(&path).await.json());
+    let strict = format!("{path}?fieldValidation=Strict");
+    let cases: [(&str, &[u8], &[&str]); 5] = [
+        (
             MERGE,
-        )
-        .await;
-    assert_status(&r, 422, "Invalid");
-    assert!(r.json()["message"]
-        .as_str()
-        .unwrap()
-        .contains("strict decoding error: unknown field \"spec\""));
+            br#"{"spec":{"y":1},"metadata":{"labels":{"a":"b"},"bogus":2}}"#,
+            &["unknown field \"spec\"", "unknown field \"metadata.bogus\""],
+        ),
+        (
+            MERGE,
+            br#"{"metadata":{"labels":{"a":"b","a":"c"}}}"#,
+            &["duplicate field \"metadata.labels.a\""],
+        ),
+        (
+            JSON_PATCH,
+            br#"[{"op":"add","path":"/spec","value":{"y":1}}]"#,
+            &["unknown field \"spec\""],
+        ),
+        (
+            STRATEGIC,
+            br#"{"secrets":[{"name":"s","bogus":1}]}"#,
+            &["unknown field \"secrets[0].bogus\""],
+        ),
+        (
+            APPLY,
+            b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: f1\nspec:\n  y: 1\n",
+            &["unknown field \"spec\""],
+        ),
+    ];
+    for (content_type, body, named) in cases {
+        let query = if content_type == APPLY {
+            format!("{strict}&fieldManager=m")
+        } else {
+            strict.clone()
+        };
+        let r = s
+            .send(
+                "PATCH",
+                &query,
+                Some(body),
+                &[("content-type", content_type)],
+            )
+            .await;
+        assert_status(&r, 400, "BadRequest");
+        let msg = r.json()["message"].as_str().unwrap().to_string();
+        assert!(
+            msg.contains("strict decoding error: "),
+            "{content_type}: {msg}"
+        );
+        for field in named {
+            assert!(
+                msg.contains(field),
+                "{content_type}: {field} missing in {msg}"
+            );
+        }
+        assert!(
+            !msg.contains("\"uid\""),
+            "{content_type}: the object is quoted: {msg}"
+        );
+    }
+    assert_eq!(rv_of(&s.get(&path).await.json()), before);
     let r = patch(&s, &path, STRATEGIC, &json!({"spec": {"y": 1}})).await;
     assert_eq!(r.code(), 200);
     assert_eq!(warnings(&r).len(), 1);

@@ -359,6 +359,72 @@ async fn too_old_resource_version_ends_with_an_error_event() {
     .await;
 }
 
+/// History is kept for the retention window and no longer (spec §4.5): a version superseded
+/// less than the window ago can be watched and listed exactly; one superseded more than the
+/// window ago answers 410 within seconds, even with no writes since (the watch cache forgets
+/// what the store compacted), while a continue token keeps its own lifetime.
+#[tokio::test]
+async fn history_leaves_with_the_retention_window() {
+    within(LIMIT, async {
+        let retention = Duration::from_secs(4);
+        let s = TestServer::start_with(&["--history-retention", "4s"]);
+        let h = s.http();
+        h.create_namespace("win").await;
+        let path = sa_path("win");
+        h.create_sa("win", "a", Value::Null).await;
+        h.create_sa("win", "b", Value::Null).await;
+        let first = list_rv(&h.get_ok(&path).await);
+        let page = h.get_ok(&format!("{path}?limit=1")).await;
+        let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+        h.create_sa("win", "c", Value::Null).await;
+        let superseded = Instant::now();
+        let exact = format!("{path}?resourceVersion={first}&resourceVersionMatch=Exact");
+
+        // Well inside the window: readable, and a watch from it replays the later create.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(h.get(&exact).await.code(), 200);
+        let mut w = open(&s, &format!("{path}?watch=1&resourceVersion={first}")).await;
+        assert_eq!(summary(&w.next_event().await).1, "c");
+        drop(w);
+
+        // Past the window: gone within a few seconds, with nothing written meanwhile.
+        let gone = loop {
+            let r = h.get(&exact).await;
+            if r.code() != 200 || superseded.elapsed() > retention + Duration::from_secs(20) {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let took = superseded.elapsed();
+        assert_status(&gone, 410, "Expired");
+        assert!(
+            took >= retention && took < retention + Duration::from_secs(4),
+            "history of {retention:?} kept for {took:?}"
+        );
+        // The watch cache agrees within its tick (half a bookmark interval).
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let (mut w, event) = loop {
+            let mut w = open(&s, &format!("{path}?watch=1&resourceVersion={first}")).await;
+            let event = w.next_event().await;
+            if event["type"] == "ERROR" || Instant::now() > deadline {
+                break (w, event);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(event["type"], "ERROR", "{event}");
+        assert_status_value(&event["object"], 410, "Expired");
+        assert!(w.until_end(Duration::from_secs(5)).await.is_empty());
+
+        // The continue token is younger than its own 5-minute lifetime, but its snapshot left
+        // the history with the rest.
+        let r = h
+            .get(&format!("{path}?limit=1&continue={}", enc(&token)))
+            .await;
+        assert_status(&r, 410, "Expired");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn timeout_seconds_ends_the_stream_cleanly() {
     within(LIMIT, async {
