@@ -7,41 +7,16 @@ use strata_object::Status;
 #[derive(Clone, Debug, Default)]
 pub struct Query(Vec<(String, String)>);
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 impl Query {
+    /// Parses `application/x-www-form-urlencoded` text (`+` is a space; a malformed `%`
+    /// sequence stands for itself).
     pub fn parse(raw: Option<&str>) -> Self {
-        let mut pairs = Vec::new();
-        for part in raw.unwrap_or("").split('&') {
-            if part.is_empty() {
-                continue;
-            }
-            let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            pairs.push((percent_decode(k), percent_decode(v)));
-        }
-        Self(pairs)
+        let pairs = form_urlencoded::parse(raw.unwrap_or("").as_bytes());
+        Self(
+            pairs
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
     }
 
     /// The first value of `key`.
