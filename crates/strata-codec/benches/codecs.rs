@@ -70,7 +70,7 @@ const CODECS: [Codec; 4] = [
     Codec {
         name: "protobuf",
         encode: |v| proto::encode(v).unwrap(),
-        decode: |b, kind| proto::decode(b, kind).unwrap(),
+        decode: |b, kind| proto::decode(b, "", kind).unwrap(),
     },
     Codec {
         name: "cbor",

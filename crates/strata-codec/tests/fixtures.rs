@@ -71,7 +71,7 @@ impl Format {
             Format::Yaml => yaml::decode(bytes),
             Format::Cbor => cbor::decode(bytes),
             Format::Protobuf => match fixture.protobuf {
-                Protobuf::Object => proto::decode(bytes, ""),
+                Protobuf::Object => proto::decode(bytes, "", ""),
                 Protobuf::WatchFrame => decode_watch_frame(bytes),
             },
         }
@@ -96,7 +96,7 @@ fn decode_watch_frame(bytes: &[u8]) -> Result<Value, DecodeError> {
     let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
     Ok(json!({
         "type": event.r#type.unwrap_or_default(),
-        "object": proto::decode(&raw, "")?,
+        "object": proto::decode(&raw, "", "")?,
     }))
 }
 
@@ -575,6 +575,125 @@ fn token_request() -> Value {
     })
 }
 
+fn config_map() -> Value {
+    json!({
+        "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "proxy-settings",
+            "namespace": "edge",
+            "uid": "9a1c4e7b-2d3f-4b6a-8c5d-0e1f2a3b4c5d",
+            "resourceVersion": "60217",
+            "creationTimestamp": "2026-11-22T10:11:12Z",
+            "labels": {"app.kubernetes.io/name": "edge-proxy"},
+            "managedFields": [{
+                "manager": "kubectl-create",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": "2026-11-22T10:11:12Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:binaryData": {".": {}, "f:ca.der": {}}, "f:data": {".": {}, "f:proxy.conf": {}}}
+            }]
+        },
+        "immutable": true,
+        "data": {
+            "proxy.conf": "listen 8443;\nupstream api { server 10.0.0.1:6443; }\n",
+            "empty": ""
+        },
+        "binaryData": {"ca.der": "MIIBszCCAVmgAwIBAgIUEjRWeJCrze8=", "blank": ""}
+    })
+}
+
+fn config_map_list() -> Value {
+    json!({
+        "kind": "ConfigMapList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "60230", "remainingItemCount": 2, "continue": "e30"},
+        "items": [
+            list_item(config_map()),
+            {"metadata": {"name": "kube-root-ca.crt", "namespace": "edge", "uid": "1b2c3d4e-5f60-4718-293a-4b5c6d7e8f90", "resourceVersion": "12", "creationTimestamp": "2026-11-22T10:00:00Z"}, "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}}
+        ]
+    })
+}
+
+fn rbac_meta(name: &str, namespace: Option<&str>) -> Value {
+    let mut meta = json!({
+        "name": name,
+        "uid": "4c3b2a19-0f8e-4d7c-b6a5-948372615049",
+        "resourceVersion": "7120",
+        "creationTimestamp": "2026-11-23T09:08:07Z",
+        "labels": {"rbac.example.com/aggregate-to-ops": "true"},
+        "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+    });
+    if let Some(ns) = namespace {
+        meta.as_object_mut()
+            .unwrap()
+            .shift_insert(1, "namespace".into(), json!(ns));
+    }
+    meta
+}
+
+fn role() -> Value {
+    json!({
+        "kind": "Role",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": rbac_meta("config-reader", Some("edge")),
+        "rules": [
+            {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["proxy-settings"]},
+            {"verbs": ["*"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"]}
+        ]
+    })
+}
+
+fn cluster_role() -> Value {
+    json!({
+        "kind": "ClusterRole",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": rbac_meta("ops", None),
+        "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/metrics/*"]}],
+        "aggregationRule": {"clusterRoleSelectors": [
+            {"matchLabels": {"rbac.example.com/aggregate-to-ops": "true"}},
+            {"matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["edge", "core"]},
+                {"key": "legacy", "operator": "DoesNotExist"}
+            ]}
+        ]}
+    })
+}
+
+fn cluster_role_list() -> Value {
+    json!({
+        "kind": "ClusterRoleList",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": {"resourceVersion": "7125"},
+        "items": [list_item(cluster_role())]
+    })
+}
+
+fn role_binding() -> Value {
+    json!({
+        "kind": "RoleBinding",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": rbac_meta("config-readers", Some("edge")),
+        "subjects": [
+            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice@example.com"},
+            {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "edge-oncall"},
+            {"kind": "ServiceAccount", "name": "edge-proxy", "namespace": "edge"}
+        ],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "config-reader"}
+    })
+}
+
+fn cluster_role_binding() -> Value {
+    json!({
+        "kind": "ClusterRoleBinding",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": rbac_meta("ops", None),
+        "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:masters"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ops"}
+    })
+}
+
 fn fixtures() -> Vec<Fixture> {
     let object = |stem, value| Fixture {
         stem,
@@ -594,5 +713,18 @@ fn fixtures() -> Vec<Fixture> {
         },
         object("v1.DeleteOptions", delete_options()),
         object("authentication.k8s.io.v1.TokenRequest", token_request()),
+        object("v1.ConfigMap", config_map()),
+        object("v1.ConfigMapList", config_map_list()),
+        object("rbac.authorization.k8s.io.v1.Role", role()),
+        object("rbac.authorization.k8s.io.v1.ClusterRole", cluster_role()),
+        object(
+            "rbac.authorization.k8s.io.v1.ClusterRoleList",
+            cluster_role_list(),
+        ),
+        object("rbac.authorization.k8s.io.v1.RoleBinding", role_binding()),
+        object(
+            "rbac.authorization.k8s.io.v1.ClusterRoleBinding",
+            cluster_role_binding(),
+        ),
     ]
 }

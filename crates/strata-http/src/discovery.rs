@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use strata_object::resource::Scope;
 use strata_object::ResourceType;
-use strata_registry::Registry;
+use strata_registry::{RegisteredType, Registry};
 
 /// The media type of aggregated discovery (v2), answered exactly so when asked for.
 pub const AGGREGATED_V2: &str =
@@ -20,10 +20,9 @@ fn virtual_types() -> &'static [ResourceType] {
     TYPES.get_or_init(strata_object::builtin::virtual_types)
 }
 
-/// Every type discovery lists: the registry's, then the virtual ones.
-fn all_types(registry: &Registry) -> Vec<&ResourceType> {
-    registry
-        .types()
+/// Every type discovery lists: the registry's (a snapshot), then the virtual ones.
+fn all_types(types: &[Arc<RegisteredType>]) -> Vec<&ResourceType> {
+    types
         .iter()
         .map(|t| &t.info)
         .chain(virtual_types())
@@ -31,9 +30,9 @@ fn all_types(registry: &Registry) -> Vec<&ResourceType> {
 }
 
 /// Group name → versions (in registration order) → resource types.
-fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
+fn groups(types: &[Arc<RegisteredType>]) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for info in all_types(registry) {
+    for info in all_types(types) {
         let versions = out.entry(info.group.clone()).or_default();
         if !versions.contains(&info.version) {
             versions.push(info.version.clone());
@@ -53,7 +52,7 @@ pub fn api_versions(host: &str) -> Value {
 
 /// `/apis`: every named group (the core group is not listed).
 pub fn api_group_list(registry: &Registry) -> Value {
-    let groups: Vec<Value> = groups(registry)
+    let groups: Vec<Value> = groups(&registry.types())
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, versions)| api_group(&g, &versions))
@@ -63,7 +62,7 @@ pub fn api_group_list(registry: &Registry) -> Value {
 
 /// `/apis/<group>`, if the group is served.
 pub fn api_group_for(registry: &Registry, group: &str) -> Option<Value> {
-    let versions = groups(registry).remove(group)?;
+    let versions = groups(&registry.types()).remove(group)?;
     let mut v = api_group(group, &versions);
     if let Value::Object(m) = &mut v {
         let rest = std::mem::take(m);
@@ -85,7 +84,8 @@ fn api_group(group: &str, versions: &[String]) -> Value {
 
 /// `/api/<v>` or `/apis/<g>/<v>`: the APIResourceList, if that group-version is served.
 pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let types: Vec<_> = all_types(registry)
+    let served = registry.types();
+    let types: Vec<_> = all_types(&served)
         .into_iter()
         .filter(|info| info.group == group && info.version == version)
         .collect();
@@ -144,15 +144,16 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
 /// The aggregated discovery document: the core group at `/api` (`core` true), the named groups
 /// at `/apis`.
 pub fn aggregated(registry: &Registry, core: bool) -> Value {
+    let served = registry.types();
     let mut items = Vec::new();
-    for (group, versions) in groups(registry) {
+    for (group, versions) in groups(&served) {
         if group.is_empty() != core {
             continue;
         }
         let versions: Vec<Value> = versions
             .iter()
             .map(|v| {
-                let resources: Vec<Value> = all_types(registry)
+                let resources: Vec<Value> = all_types(&served)
                     .into_iter()
                     .filter(|info| info.group == group && &info.version == v)
                     .map(|info| {

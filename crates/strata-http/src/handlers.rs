@@ -5,13 +5,13 @@ use http::{header, HeaderMap, Method, Request, Response};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 use strata_auth::UserInfo;
-use strata_object::{Object, Status};
+use strata_object::{GroupVersionKind, Object, Status};
 use strata_registry::{
     list_json, list_objects, DeleteOptions, FieldValidation, ListOptions, ObjectList, PatchKind,
     RegisteredType, WatchOptions, WriteOptions,
 };
 
-use crate::negotiate::{self, Output};
+use crate::negotiate::{self, Offer, Output};
 use crate::query::Query;
 use crate::request::RequestInfo;
 use crate::respond::{self, Body, Render};
@@ -126,7 +126,7 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         "/openapi/v3" | "/openapi/v3/" => {
             return get_only(respond::json(
                 200,
-                &openapi::index(&fe.openapi),
+                &openapi::index(&fe.openapi()),
                 render,
                 "application/json",
             ))
@@ -155,7 +155,7 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         };
     }
     if let Some(doc_path) = path.strip_prefix("/openapi/v3/") {
-        return get_only(match fe.openapi.get(doc_path) {
+        return get_only(match fe.openapi().get(doc_path) {
             Some(doc) => respond::json(200, doc, render, "application/json"),
             None => respond::status(&Status::path_not_found(), render),
         });
@@ -164,10 +164,20 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         return get_only(resp);
     }
     match RequestInfo::parse(&path) {
-        Some(info) => match resource(fe, req, info, query, &user, render).await {
-            Ok(resp) => resp,
-            Err(s) => respond::status(&s, render),
-        },
+        Some(info) => {
+            // A type without a protobuf form answers its errors in JSON too.
+            let render = match fe
+                .registry
+                .lookup(&info.group, &info.version, &info.resource)
+            {
+                Some(rt) if !rt.info.protobuf => render.without_protobuf(),
+                _ => render,
+            };
+            match resource(fe, req, info, query, &user, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            }
+        }
         None if path.starts_with("/api/") || path.starts_with("/apis/") => {
             respond::status(&Status::path_not_found(), render)
         }
@@ -454,12 +464,12 @@ fn list_response(
         }
         Output::Protobuf(name) => {
             // Assembled from each object's message, encoded once per object version.
-            let kind = &rt.info.kind;
-            let items: Vec<Bytes> = list
+            let (api_version, kind) = (rt.info.api_version(), &rt.info.kind);
+            let items = list
                 .items
                 .iter()
-                .map(|obj| protobuf_message_of(obj, kind))
-                .collect();
+                .map(|obj| protobuf_message_of(obj, &api_version, kind))
+                .collect::<Result<Vec<Bytes>, Status>>()?;
             let body = strata_codec::proto::list_envelope(
                 &rt.info.api_version(),
                 &rt.info.list_kind,
@@ -492,25 +502,30 @@ fn list_response(
 }
 
 /// The enveloped protobuf of a cached object, made once per object version.
-pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Bytes {
+pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Result<Bytes, Status> {
     cached_protobuf(obj, "protobuf", strata_codec::proto::encode)
 }
 
 /// The protobuf message (no envelope) of a cached object of `kind`, made once per object
 /// version: the items of protobuf lists.
-fn protobuf_message_of(obj: &strata_registry::CachedObject, kind: &str) -> Bytes {
+fn protobuf_message_of(
+    obj: &strata_registry::CachedObject,
+    api_version: &str,
+    kind: &str,
+) -> Result<Bytes, Status> {
     cached_protobuf(obj, "protobuf-message", |v| {
-        strata_codec::proto::encode_message(kind, v)
+        strata_codec::proto::encode_message(api_version, kind, v)
     })
 }
 
-/// One protobuf encoding of a cached object, kept under `name` on the object version.
+/// One protobuf encoding of a cached object, kept under `name` on the object version. An
+/// object that cannot be encoded (no valid encoding is empty) is logged once and answered 500.
 fn cached_protobuf<E: std::fmt::Display>(
     obj: &strata_registry::CachedObject,
     name: &str,
     encode: impl FnOnce(&Value) -> Result<Vec<u8>, E>,
-) -> Bytes {
-    obj.encoded(name, |c| {
+) -> Result<Bytes, Status> {
+    let bytes = obj.encoded(name, |c| {
         let encoded = serde_json::from_slice::<Value>(c.json())
             .map_err(|e| e.to_string())
             .and_then(|v| encode(&v).map_err(|e| e.to_string()));
@@ -521,7 +536,14 @@ fn cached_protobuf<E: std::fmt::Display>(
                 Bytes::new()
             }
         }
-    })
+    });
+    if bytes.is_empty() {
+        return Err(Status::internal(format!(
+            "object {} has no protobuf encoding",
+            obj.key()
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Reads and decodes an object request body, checking size and content type. JSON and YAML
@@ -529,23 +551,28 @@ fn cached_protobuf<E: std::fmt::Display>(
 async fn object_body(
     fe: &Frontend,
     req: Request<Incoming>,
-    kind: &str,
+    expected: &GroupVersionKind,
 ) -> Result<strata_registry::Body, Status> {
     let content_type = header_str(req.headers(), header::CONTENT_TYPE).to_string();
     let format = fe.config.formats.body_format(&content_type)?;
     let bytes = body_bytes(fe, req).await?;
-    decode_strict(format, &bytes, kind)
+    decode_strict(format, &bytes, expected)
 }
 
-/// Decodes a request body; a protobuf body's envelope names its kind, else `kind` is assumed.
-fn decode_body(format: negotiate::BodyFormat, bytes: &[u8], kind: &str) -> Result<Value, Status> {
-    decode_strict(format, bytes, kind).map(|b| b.value)
+/// Decodes a request body; a protobuf body's envelope names its type, else `expected` is
+/// assumed.
+fn decode_body(
+    format: negotiate::BodyFormat,
+    bytes: &[u8],
+    expected: &GroupVersionKind,
+) -> Result<Value, Status> {
+    decode_strict(format, bytes, expected).map(|b| b.value)
 }
 
 fn decode_strict(
     format: negotiate::BodyFormat,
     bytes: &[u8],
-    kind: &str,
+    expected: &GroupVersionKind,
 ) -> Result<strata_registry::Body, Status> {
     let decoded = match format {
         negotiate::BodyFormat::Json => strata_codec::strict::json(bytes),
@@ -553,10 +580,12 @@ fn decode_strict(
         // Neither protobuf nor CBOR can carry a duplicate field: CBOR's decoder refuses
         // repeated map keys outright, as Kubernetes' does.
         negotiate::BodyFormat::Protobuf => {
-            strata_codec::proto::decode(bytes, kind).map(|value| strata_codec::strict::Decoded {
-                value,
-                duplicates: Vec::new(),
-            })
+            strata_codec::proto::decode(bytes, &expected.api_version(), &expected.kind).map(
+                |value| strata_codec::strict::Decoded {
+                    value,
+                    duplicates: Vec::new(),
+                },
+            )
         }
         negotiate::BodyFormat::Cbor => {
             strata_codec::cbor::decode(bytes).map(|value| strata_codec::strict::Decoded {
@@ -683,13 +712,14 @@ async fn resource(
     let ns = info.namespace.as_str();
     let name = info.name.as_str();
     let include = IncludeObject::parse(query.get("includeObject").unwrap_or(""))?;
-    let table_ok = rt.info.supports_table;
+    let with_table = Offer::for_type(&rt.info, true);
+    let plain = Offer::for_type(&rt.info, false);
     match (method, name.is_empty()) {
         (Method::GET | Method::HEAD, _) if info.watch || query.bool("watch") => {
             if !rt.info.has_verb(strata_object::Verb::Watch) {
                 return Err(Status::method_not_allowed_for(&rt.info.resource, "watch"));
             }
-            let output = fe.config.formats.stream_output(&accept, table_ok)?;
+            let output = fe.config.formats.stream_output(&accept, with_table)?;
             let opts = watch_options(&query, name)?;
             let timeout = watch_timeout(&query)?;
             let stream = fe.registry.watch(rt.clone(), ns, &opts).await?;
@@ -711,7 +741,7 @@ async fn resource(
             Ok(resp)
         }
         (Method::GET | Method::HEAD, true) => {
-            let output = fe.config.formats.output(&accept, table_ok)?;
+            let output = fe.config.formats.output(&accept, with_table)?;
             let opts = list_options(&query)?;
             let list = fe.registry.list(&rt, ns, &opts).await?;
             let mut resp = list_response(&rt, list, &output, include, render)?;
@@ -719,7 +749,7 @@ async fn resource(
             Ok(resp)
         }
         (Method::GET | Method::HEAD, false) => {
-            let output = fe.config.formats.output(&accept, table_ok)?;
+            let output = fe.config.formats.output(&accept, with_table)?;
             let obj = fe
                 .registry
                 .get_cached(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
@@ -730,7 +760,7 @@ async fn resource(
                 body.push(b'\n');
                 respond::bytes(200, body, "application/json")
             } else if let Output::Protobuf(name) = output {
-                respond::bytes(200, protobuf_of(&obj), name)
+                respond::bytes(200, protobuf_of(&obj)?, name)
             } else {
                 let obj = strata_registry::cache::to_object(&obj)?;
                 object_response(200, obj, &output, include, render)
@@ -739,23 +769,23 @@ async fn resource(
             Ok(resp)
         }
         (Method::POST, true) => {
-            let output = fe.config.formats.output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "CreateOptions")?;
             opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
-            let body = object_body(fe, req, &rt.info.kind).await?;
+            let body = object_body(fe, req, &rt.info.gvk()).await?;
             let written = fe.registry.create(&rt, ns, body, &opts).await?;
             Ok(written_response(201, written, &output, include, render))
         }
         (Method::PUT, false) => {
-            let output = fe.config.formats.output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "UpdateOptions")?;
             opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
-            let body = object_body(fe, req, &rt.info.kind).await?;
+            let body = object_body(fe, req, &rt.info.gvk()).await?;
             let written = fe.registry.update(&rt, ns, name, body, &opts).await?;
             Ok(written_response(200, written, &output, include, render))
         }
         (Method::PATCH, false) => {
-            let output = fe.config.formats.output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "PatchOptions")?;
             opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
             let written = patch_object(fe, req, &rt, ns, name, &query, opts).await?;
@@ -763,7 +793,7 @@ async fn resource(
             Ok(written_response(code, written, &output, include, render))
         }
         (Method::DELETE, false) => {
-            let output = fe.config.formats.output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, plain)?;
             let opts = delete_options(fe, req, &query).await?;
             // Invalid options are refused before the unsafe option is authorized.
             opts.validate()?;
@@ -798,7 +828,7 @@ async fn resource(
                     "deletecollection",
                 ));
             }
-            let output = fe.config.formats.output(&accept, false)?;
+            let output = fe.config.formats.output(&accept, plain)?;
             let list_opts = list_options(&query)?;
             let opts = delete_options(fe, req, &query).await?;
             let status = fe
@@ -850,7 +880,7 @@ async fn patch_object(
         ));
     }
     let bytes = body_bytes(fe, req).await?;
-    let body = decode_strict(format, &bytes, &rt.info.kind).map_err(|mut s| {
+    let body = decode_strict(format, &bytes, &rt.info.gvk()).map_err(|mut s| {
         s.message = format!("error decoding patch: {}", s.message);
         s
     })?;
@@ -881,7 +911,8 @@ async fn delete_options(
         });
     }
     let format = fe.config.formats.body_format(&content_type)?;
-    let Value::Object(body) = decode_body(format, &bytes, "DeleteOptions")? else {
+    let delete_options = GroupVersionKind::new("meta.k8s.io", "v1", "DeleteOptions");
+    let Value::Object(body) = decode_body(format, &bytes, &delete_options)? else {
         return Err(Status::bad_request("DeleteOptions must be an object"));
     };
     if let Some(kind) = body.get("kind").and_then(Value::as_str) {
@@ -1007,7 +1038,10 @@ async fn subresource(
         .ok_or_else(Status::path_not_found)?;
     // Reading a namespace's status is reading the namespace.
     if sub.name == "status" && req.method() == Method::GET {
-        let output = fe.config.formats.output(accept, rt.info.supports_table)?;
+        let output = fe
+            .config
+            .formats
+            .output(accept, Offer::for_type(&rt.info, true))?;
         let obj = fe.registry.get(rt, &info.namespace, &info.name, "").await?;
         return Ok(object_response(
             200,
@@ -1018,11 +1052,11 @@ async fn subresource(
         ));
     }
     if sub.name == "token" && req.method() == Method::POST {
-        let output = fe.config.formats.output(accept, false)?;
+        let output = fe.config.formats.output(accept, Offer::PLAIN)?;
         let query = Query::parse(req.uri().query());
         // Validated like any create; a token request stores nothing either way.
         dry_run(&query, &[], "CreateOptions")?;
-        let body = object_body(fe, req, &sub.kind.kind).await?;
+        let body = object_body(fe, req, &sub.kind).await?;
         let answer = fe
             .registry
             .create_token(rt, &info.namespace, &info.name, body.value)
@@ -1037,7 +1071,10 @@ async fn subresource(
     if writable && sub.kind.kind == rt.info.kind {
         // `status` and `finalize`: the object itself, of which the sub-resource may change
         // only its part.
-        let output = fe.config.formats.output(accept, false)?;
+        let output = fe
+            .config
+            .formats
+            .output(accept, Offer::for_type(&rt.info, false))?;
         let query = Query::parse(req.uri().query());
         let put = req.method() == Method::PUT;
         let options_kind = if put { "UpdateOptions" } else { "PatchOptions" };
@@ -1045,7 +1082,7 @@ async fn subresource(
         opts.subresource = sub.name.clone();
         let (ns, name) = (info.namespace.as_str(), info.name.as_str());
         let written = if put {
-            let body = object_body(fe, req, &rt.info.kind).await?;
+            let body = object_body(fe, req, &rt.info.gvk()).await?;
             fe.registry.update(rt, ns, name, body, &opts).await?
         } else {
             patch_object(fe, req, rt, ns, name, &query, opts).await?
@@ -1066,7 +1103,12 @@ async fn subresource(
 
 /// The body of a POST to a virtual type (the reviews): an object of `kind` (or of no stated
 /// kind; an empty body is an empty object), in any accepted encoding. Other methods are 405.
-async fn virtual_body(fe: &Frontend, req: Request<Incoming>, kind: &str) -> Result<Value, Status> {
+async fn virtual_body(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    group: &str,
+    kind: &str,
+) -> Result<Value, Status> {
     if req.method() != Method::POST {
         return Err(Status::method_not_allowed());
     }
@@ -1076,7 +1118,7 @@ async fn virtual_body(fe: &Frontend, req: Request<Incoming>, kind: &str) -> Resu
         return Ok(json!({}));
     }
     let format = fe.config.formats.body_format(&content_type)?;
-    let body = decode_body(format, &bytes, kind)?;
+    let body = decode_body(format, &bytes, &GroupVersionKind::new(group, "v1", kind))?;
     if !body.is_object() {
         return Err(Status::bad_request(format!("a {kind} must be an object")));
     }
@@ -1104,9 +1146,9 @@ async fn self_subject_review(
     accept: &str,
     render: Render,
 ) -> Result<Response<Body>, Status> {
-    let output = fe.config.formats.output(accept, false)?;
+    let output = fe.config.formats.output(accept, Offer::PLAIN)?;
     // The body says nothing the answer needs; it is checked all the same.
-    virtual_body(fe, req, "SelfSubjectReview").await?;
+    virtual_body(fe, req, "authentication.k8s.io", "SelfSubjectReview").await?;
     let review = json!({
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
@@ -1131,8 +1173,8 @@ async fn access_review(
     accept: &str,
     render: Render,
 ) -> Result<Response<Body>, Status> {
-    let output = fe.config.formats.output(accept, false)?;
-    let mut review = virtual_body(fe, req, kind).await?;
+    let output = fe.config.formats.output(accept, Offer::PLAIN)?;
+    let mut review = virtual_body(fe, req, "authorization.k8s.io", kind).await?;
     let spec = review.get("spec").cloned().unwrap_or(Value::Null);
     let invalid = |errors: Vec<strata_object::field::FieldError>| {
         Status::invalid("authorization.k8s.io", kind, "", &errors)

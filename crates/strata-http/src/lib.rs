@@ -64,7 +64,8 @@ impl Default for FrontendConfig {
 pub struct Frontend {
     pub registry: Arc<Registry>,
     pub config: FrontendConfig,
-    openapi: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The OpenAPI documents and the registry generation they were built for.
+    openapi: std::sync::Mutex<(u64, Arc<OpenApiDocuments>)>,
     /// Set when the server shuts down: watch streams end so connections can drain.
     closing: tokio::sync::watch::Sender<bool>,
     authorizer: Arc<dyn Authorizer>,
@@ -80,9 +81,25 @@ impl std::fmt::Debug for Frontend {
     }
 }
 
+/// The OpenAPI v3 documents by path below `/openapi/v3/`.
+type OpenApiDocuments = std::collections::BTreeMap<String, serde_json::Value>;
+
 impl Frontend {
+    /// The OpenAPI documents of the types served now, rebuilt after a type came or went.
+    fn openapi(&self) -> Arc<OpenApiDocuments> {
+        let generation = self.registry.generation();
+        let mut cached = self.openapi.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 != generation {
+            *cached = (generation, Arc::new(openapi::documents(&self.registry)));
+        }
+        cached.1.clone()
+    }
+
     pub fn new(registry: Arc<Registry>, config: FrontendConfig) -> Self {
-        let openapi = openapi::documents(&registry);
+        let openapi = (
+            registry.generation(),
+            Arc::new(openapi::documents(&registry)),
+        );
         let authenticator = Authenticator::new(
             AuthnConfig {
                 anonymous: true,
@@ -93,7 +110,7 @@ impl Frontend {
         Self {
             registry,
             config,
-            openapi,
+            openapi: std::sync::Mutex::new(openapi),
             closing: tokio::sync::watch::Sender::new(false),
             authorizer: Arc::new(AllowAll),
             rbac: None,

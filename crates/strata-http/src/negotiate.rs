@@ -45,6 +45,37 @@ pub struct Formats {
     pub cbor: bool,
 }
 
+/// What an endpoint can answer in besides JSON, YAML and CBOR (when enabled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offer {
+    /// `as=Table` (the endpoint lists or gets a type with the default Table conversion).
+    pub table: bool,
+    /// Protobuf: the type has a protobuf form (custom resources have none).
+    pub protobuf: bool,
+}
+
+impl Offer {
+    /// A single object or a list of a kind with a protobuf form, no Tables.
+    pub const PLAIN: Offer = Offer {
+        table: false,
+        protobuf: true,
+    };
+    /// Protobuf and Tables.
+    pub const TABLE: Offer = Offer {
+        table: true,
+        protobuf: true,
+    };
+
+    /// What answers about objects of `info` may be: Tables where `table` and the type has
+    /// the conversion, protobuf where the type has a form.
+    pub fn for_type(info: &strata_object::ResourceType, table: bool) -> Offer {
+        Offer {
+            table: table && info.supports_table,
+            protobuf: info.protobuf,
+        }
+    }
+}
+
 /// The representation chosen for a response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
@@ -75,10 +106,10 @@ const TABLE_GROUPS: [&str; 2] = ["meta.k8s.io", "meta.svc.io"];
 const TABLE_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
 impl Formats {
-    /// Picks the first acceptable representation from `Accept`, or 406. `table_allowed` says
-    /// whether the endpoint offers Tables; `streaming` restricts the choice to stream formats
-    /// (watch).
-    fn choose(&self, accept: &str, table_allowed: bool, streaming: bool) -> Result<Output, Status> {
+    /// Picks the first acceptable representation from `Accept`, or 406. `offer` says whether
+    /// the endpoint offers Tables and protobuf; `streaming` restricts the choice to stream
+    /// formats (watch).
+    fn choose(&self, accept: &str, offer: Offer, streaming: bool) -> Result<Output, Status> {
         for range in parse_accept(accept) {
             let as_param = range.media.param("as");
             let essence = range.media.essence.as_str();
@@ -92,7 +123,7 @@ impl Formats {
             }
             // Protobuf has no Table form: `as=Table` with protobuf is never acceptable.
             if let Some(name) = protobuf_name(essence) {
-                if as_param.is_none() {
+                if as_param.is_none() && offer.protobuf {
                     return Ok(Output::Protobuf(name));
                 }
                 continue;
@@ -102,7 +133,7 @@ impl Formats {
             }
             match as_param {
                 None => return Ok(Output::Json),
-                Some("Table") if table_allowed => {
+                Some("Table") if offer.table => {
                     let g = range.media.param("g").unwrap_or("");
                     let v = range.media.param("v").unwrap_or("");
                     if TABLE_GROUPS.contains(&g) && TABLE_VERSIONS.contains(&v) {
@@ -116,27 +147,33 @@ impl Formats {
                 Some(_) => {}
             }
         }
-        Err(Status::not_acceptable(match (streaming, self.cbor) {
+        let served = match (streaming, self.cbor) {
             (true, false) => &STREAMED[..],
             (true, true) => &STREAMED_CBOR[..],
             (false, false) => &SERVED[..],
             (false, true) => &SERVED_CBOR[..],
-        }))
+        };
+        let served: Vec<&str> = served
+            .iter()
+            .copied()
+            .filter(|m| offer.protobuf || protobuf_name(m).is_none())
+            .collect();
+        Err(Status::not_acceptable(&served))
     }
 
     /// The representation of a response to a single or list request.
-    pub fn output(&self, accept: &str, table_allowed: bool) -> Result<Output, Status> {
-        self.choose(accept, table_allowed, false)
+    pub fn output(&self, accept: &str, offer: Offer) -> Result<Output, Status> {
+        self.choose(accept, offer, false)
     }
 
     /// The representation of a watch stream.
-    pub fn stream_output(&self, accept: &str, table_allowed: bool) -> Result<Output, Status> {
-        self.choose(accept, table_allowed, true)
+    pub fn stream_output(&self, accept: &str, offer: Offer) -> Result<Output, Status> {
+        self.choose(accept, offer, true)
     }
 
     /// The format an error Status is written in: the client's first acceptable plain format.
     pub fn error_output(&self, accept: &str) -> ErrorFormat {
-        match self.choose(accept, false, false) {
+        match self.choose(accept, Offer::PLAIN, false) {
             Ok(Output::Yaml) => ErrorFormat::Yaml,
             Ok(Output::Protobuf(name)) => ErrorFormat::Protobuf(name),
             Ok(Output::Cbor) => ErrorFormat::Cbor,
@@ -181,21 +218,38 @@ mod tests {
     fn protobuf_under_either_name() {
         let client_go = "application/vnd.kubernetes.protobuf, */*";
         assert_eq!(
-            PLAIN.output(client_go, true).unwrap(),
+            PLAIN.output(client_go, Offer::TABLE).unwrap(),
             Output::Protobuf(PROTOBUF[1])
         );
         assert_eq!(
-            PLAIN.output("application/vnd.svc.protobuf", false).unwrap(),
+            PLAIN
+                .output("application/vnd.svc.protobuf", Offer::PLAIN)
+                .unwrap(),
             Output::Protobuf(PROTOBUF[0])
         );
         assert_eq!(
             PLAIN
-                .stream_output("application/vnd.kubernetes.protobuf;stream=watch", true)
+                .stream_output(
+                    "application/vnd.kubernetes.protobuf;stream=watch",
+                    Offer::TABLE
+                )
                 .unwrap(),
             Output::Protobuf(PROTOBUF[1])
         );
+        // A type without a protobuf form (a custom resource): 406 for protobuf alone, JSON
+        // where the client also takes it, and the 406 does not offer protobuf.
+        let custom = Offer {
+            table: true,
+            protobuf: false,
+        };
+        let refused = PLAIN
+            .output("application/vnd.kubernetes.protobuf", custom)
+            .unwrap_err();
+        assert_eq!(refused.code, 406);
+        assert!(!refused.message.contains("protobuf"), "{}", refused.message);
+        assert_eq!(PLAIN.output(client_go, custom).unwrap(), Output::Json);
         let table_pb = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
-        assert_eq!(PLAIN.output(table_pb, true).unwrap_err().code, 406);
+        assert_eq!(PLAIN.output(table_pb, Offer::TABLE).unwrap_err().code, 406);
         assert_eq!(
             PLAIN.error_output(client_go),
             ErrorFormat::Protobuf(PROTOBUF[1])
@@ -212,46 +266,54 @@ mod tests {
     fn table_then_fallback() {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert!(
-            matches!(PLAIN.output(kubectl, true).unwrap(), Output::Table(t) if t.group == "meta.k8s.io")
+            matches!(PLAIN.output(kubectl, Offer::TABLE).unwrap(), Output::Table(t) if t.group == "meta.k8s.io")
         );
-        assert_eq!(PLAIN.output(kubectl, false).unwrap(), Output::Json);
+        assert_eq!(PLAIN.output(kubectl, Offer::PLAIN).unwrap(), Output::Json);
         assert_eq!(
             PLAIN
-                .output("application/json;as=Table;g=x;v=v1", true)
+                .output("application/json;as=Table;g=x;v=v1", Offer::TABLE)
                 .unwrap_err()
                 .code,
             406
         );
-        assert_eq!(PLAIN.output("text/html", true).unwrap_err().code, 406);
-        assert_eq!(PLAIN.output("*/*", true).unwrap(), Output::Json);
-        assert_eq!(PLAIN.output("", true).unwrap(), Output::Json);
+        assert_eq!(
+            PLAIN.output("text/html", Offer::TABLE).unwrap_err().code,
+            406
+        );
+        assert_eq!(PLAIN.output("*/*", Offer::TABLE).unwrap(), Output::Json);
+        assert_eq!(PLAIN.output("", Offer::TABLE).unwrap(), Output::Json);
     }
 
     #[test]
     fn cbor_only_when_enabled_and_asked_for_by_name() {
         assert_eq!(
-            PLAIN.output("application/cbor", false).unwrap_err().code,
+            PLAIN
+                .output("application/cbor", Offer::PLAIN)
+                .unwrap_err()
+                .code,
             406
         );
         assert_eq!(PLAIN.body_format("application/cbor").unwrap_err().code, 415);
         assert_eq!(
-            WITH_CBOR.output("application/cbor", false).unwrap(),
+            WITH_CBOR.output("application/cbor", Offer::PLAIN).unwrap(),
             Output::Cbor
         );
-        assert_eq!(WITH_CBOR.output("*/*", false).unwrap(), Output::Json);
+        assert_eq!(WITH_CBOR.output("*/*", Offer::PLAIN).unwrap(), Output::Json);
         assert_eq!(
             WITH_CBOR
-                .stream_output("application/cbor-seq", true)
+                .stream_output("application/cbor-seq", Offer::TABLE)
                 .unwrap(),
             Output::Cbor
         );
         assert_eq!(
-            WITH_CBOR.stream_output("application/cbor", true).unwrap(),
+            WITH_CBOR
+                .stream_output("application/cbor", Offer::TABLE)
+                .unwrap(),
             Output::Cbor
         );
         assert_eq!(
             WITH_CBOR
-                .output("application/cbor-seq", true)
+                .output("application/cbor-seq", Offer::TABLE)
                 .unwrap_err()
                 .code,
             406
@@ -266,7 +328,7 @@ mod tests {
         );
         assert_eq!(
             WITH_CBOR
-                .output("application/cbor;as=Table;g=meta.k8s.io;v=v1", true)
+                .output("application/cbor;as=Table;g=meta.k8s.io;v=v1", Offer::TABLE)
                 .unwrap_err()
                 .code,
             406
@@ -276,25 +338,25 @@ mod tests {
     #[test]
     fn yaml_where_it_can_be_served() {
         assert_eq!(
-            PLAIN.output("application/yaml", true).unwrap(),
+            PLAIN.output("application/yaml", Offer::TABLE).unwrap(),
             Output::Yaml
         );
         assert_eq!(
             PLAIN
-                .output("application/yaml;q=0.5, application/json", true)
+                .output("application/yaml;q=0.5, application/json", Offer::TABLE)
                 .unwrap(),
             Output::Json
         );
         assert_eq!(
             PLAIN
-                .stream_output("application/yaml", true)
+                .stream_output("application/yaml", Offer::TABLE)
                 .unwrap_err()
                 .code,
             406
         );
         assert_eq!(
             PLAIN
-                .stream_output("application/yaml, application/json;q=0.1", true)
+                .stream_output("application/yaml, application/json;q=0.1", Offer::TABLE)
                 .unwrap(),
             Output::Json
         );

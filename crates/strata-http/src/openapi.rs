@@ -24,8 +24,9 @@ fn doc_path(group: &str, version: &str) -> String {
 
 /// Every group-version document, keyed by its path below `/openapi/v3/`.
 pub fn documents(registry: &Registry) -> BTreeMap<String, Value> {
+    let types = registry.types();
     let mut by_gv: BTreeMap<(String, String), Vec<&RegisteredType>> = BTreeMap::new();
-    for t in registry.types() {
+    for t in types.iter() {
         by_gv
             .entry((t.info.group.clone(), t.info.version.clone()))
             .or_default()

@@ -14,6 +14,8 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame};
 use strata_registry::{cache, StreamItem, WatchStream};
 
+use strata_object::Status;
+
 use crate::negotiate::Output;
 use crate::respond::Body;
 use crate::table::{self, IncludeObject};
@@ -144,29 +146,41 @@ fn encode_cbor(item: StreamItem, out: &mut BytesMut) -> bool {
 }
 
 impl WatchBody {
+    /// A protobuf frame per item. An object or bookmark that cannot be encoded ends the
+    /// stream with an ERROR event (500) rather than a frame with nothing in it.
     fn encode_protobuf(&mut self, item: StreamItem, out: &mut BytesMut) -> bool {
         let frame = |kind: &str, v: &serde_json::Value| {
-            let enveloped = strata_codec::proto::encode(v).unwrap_or_default();
-            strata_codec::proto::watch_frame(kind, &enveloped)
+            strata_codec::proto::encode(v)
+                .map(|enveloped| strata_codec::proto::watch_frame(kind, &enveloped))
+                .map_err(|e| Status::internal(format!("cannot encode a watch event: {e}")))
         };
-        match item {
+        let written = match item {
             // The whole frame is made once per object version and event type, and shared.
-            StreamItem::Event(t, obj) => {
-                let bytes = obj.encoded(&format!("protobuf-watch;{}", t.as_str()), |c| {
-                    let object = crate::handlers::protobuf_of(c);
+            StreamItem::Event(t, obj) => crate::handlers::protobuf_of(&obj).map(|object| {
+                obj.encoded(&format!("protobuf-watch;{}", t.as_str()), |_| {
                     Bytes::from(strata_codec::proto::watch_frame(t.as_str(), &object))
-                });
+                })
+            }),
+            StreamItem::Bookmark(v) => frame("BOOKMARK", &v).map(Bytes::from),
+            StreamItem::Error(s) => {
+                return match frame("ERROR", &s.to_value()) {
+                    Ok(bytes) => {
+                        out.extend_from_slice(&bytes);
+                        false
+                    }
+                    Err(e) => {
+                        tracing::error!(%e, "cannot encode a watch error");
+                        false
+                    }
+                };
+            }
+        };
+        match written {
+            Ok(bytes) => {
                 out.extend_from_slice(&bytes);
                 true
             }
-            StreamItem::Bookmark(v) => {
-                out.extend_from_slice(&frame("BOOKMARK", &v));
-                true
-            }
-            StreamItem::Error(s) => {
-                out.extend_from_slice(&frame("ERROR", &s.to_value()));
-                false
-            }
+            Err(status) => self.encode_protobuf(StreamItem::Error(Box::new(status)), out),
         }
     }
 }

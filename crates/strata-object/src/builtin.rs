@@ -100,6 +100,7 @@ fn built_in(
         name_rule: NameRule::Dns1123Subdomain,
         supports_table: true,
         supports_strategic_merge: true,
+        protobuf: true,
         schema_name,
         definitions,
         selectable_fields: vec!["metadata.name".into(), "metadata.namespace".into()],
@@ -122,6 +123,14 @@ pub fn service_account() -> ResourceType {
         kind: GroupVersionKind::new("authentication.k8s.io", "v1", "TokenRequest"),
         verbs: vec![Verb::Create],
     }];
+    t
+}
+
+/// `configmaps` (core/v1 ConfigMap, namespaced, short name `cm`).
+pub fn config_map() -> ResourceType {
+    let mut t = core_v1("ConfigMap", "configmaps", "configmap", Scope::Namespaced);
+    t.short_names = vec!["cm".into()];
+    t.verbs = Verb::ALL.to_vec();
     t
 }
 
@@ -215,6 +224,7 @@ fn virtual_type(group: &str, kind: &str, resource: &str, scope: Scope) -> Resour
         name_rule: NameRule::PathSegment,
         supports_table: false,
         supports_strategic_merge: false,
+        protobuf: true,
         schema_name: String::new(),
         definitions: Map::new(),
         selectable_fields: Vec::new(),
@@ -258,6 +268,7 @@ pub fn virtual_types() -> Vec<ResourceType> {
 /// All built-in types, in discovery order.
 pub fn all() -> Vec<ResourceType> {
     vec![
+        config_map(),
         namespace(),
         service_account(),
         cluster_role_binding(),

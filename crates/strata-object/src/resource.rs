@@ -122,6 +122,9 @@ pub struct ResourceType {
     pub supports_table: bool,
     /// Whether strategic merge patch is allowed (built-in types only).
     pub supports_strategic_merge: bool,
+    /// Whether the kind (and its list) has a protobuf form; custom resources have none, and
+    /// a client asking only for protobuf gets 406.
+    pub protobuf: bool,
     /// The OpenAPI component name of the kind's schema, e.g. `io.k8s.api.core.v1.ServiceAccount`.
     pub schema_name: String,
     /// The OpenAPI component schemas the kind's schema needs, keyed by component name; `$ref`s

@@ -33,7 +33,8 @@ pub use delete::{DeleteOptions, Deleted, Preconditions};
 pub use selection::Selection;
 pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
 pub use strategy::{
-    DefaultStrategy, NamespaceStrategy, RbacStrategy, ServiceAccountStrategy, Strategy,
+    ConfigMapStrategy, DefaultStrategy, NamespaceStrategy, RbacStrategy, ServiceAccountStrategy,
+    Strategy,
 };
 pub use token::TokenIssuer;
 pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
@@ -152,7 +153,11 @@ const TOKEN_KEY: &str = "/strata/continue-token-key";
 /// The REST semantics of every registered type over one store.
 pub struct Registry {
     store: Arc<dyn Store>,
-    types: Vec<Arc<RegisteredType>>,
+    /// The served types: replaced whole when one comes or goes, so a reader clones the `Arc`
+    /// and holds no lock while it serves.
+    types: std::sync::RwLock<Arc<Vec<Arc<RegisteredType>>>>,
+    /// Counts changes of `types`, so that what is derived from them (OpenAPI) is rebuilt.
+    generation: std::sync::atomic::AtomicU64,
     caches: Arc<Caches>,
     config: RegistryConfig,
     token_key: OnceLock<Vec<u8>>,
@@ -172,65 +177,127 @@ impl Registry {
         Self {
             caches: Arc::new(Caches::new(store.clone(), config.cache.clone())),
             store,
-            types: Vec::new(),
+            types: Default::default(),
+            generation: Default::default(),
             config,
             token_key: OnceLock::new(),
             issuer: OnceLock::new(),
         }
     }
 
-    /// The built-in types (Namespace, ServiceAccount and the four RBAC kinds) with their
-    /// strategies.
+    /// The built-in types (`strata_object::builtin::all()`) with their strategies.
     pub fn with_builtin_types(store: Arc<dyn Store>, config: RegistryConfig) -> Self {
-        use strategy::RbacKind;
-        let mut r = Self::new(store, config);
-        r.register(
-            strata_object::builtin::namespace(),
-            Arc::new(NamespaceStrategy),
-        );
-        r.register(
-            strata_object::builtin::service_account(),
-            Arc::new(ServiceAccountStrategy),
-        );
-        for (info, kind) in [
-            (
-                strata_object::builtin::cluster_role_binding(),
-                RbacKind::ClusterRoleBinding,
-            ),
-            (
-                strata_object::builtin::cluster_role(),
-                RbacKind::ClusterRole,
-            ),
-            (
-                strata_object::builtin::role_binding(),
-                RbacKind::RoleBinding,
-            ),
-            (strata_object::builtin::role(), RbacKind::Role),
-        ] {
-            r.register(info, Arc::new(RbacStrategy::new(kind)));
+        let r = Self::new(store, config);
+        for info in strata_object::builtin::all() {
+            let strategy = strategy::builtin(&info);
+            r.register(info, strategy);
         }
         r
     }
 
-    /// Adds a resource type. Registering is all it takes for routing, discovery and OpenAPI to
-    /// serve it.
-    /// Call before [`Registry::start`].
-    pub fn register(&mut self, info: ResourceType, strategy: Arc<dyn Strategy>) {
-        let decoder = Arc::new(JsonDecoder::new(&info));
-        let resource = if info.group.is_empty() {
+    /// The cache name of a type: `<resource>` or `<resource>.<group>`.
+    fn cache_name(info: &ResourceType) -> String {
+        if info.group.is_empty() {
             info.resource.clone()
         } else {
             format!("{}.{}", info.resource, info.group)
-        };
-        let cache = self
-            .caches
-            .add(&resource, &info.key_prefix(), decoder.clone());
-        self.types.push(Arc::new(RegisteredType {
+        }
+    }
+
+    /// Adds a resource type before [`Registry::start`] (the built-in ones). Registering is all
+    /// it takes for routing, discovery and OpenAPI to serve it. Types that come while serving
+    /// use [`Registry::add_type`].
+    pub fn register(&self, info: ResourceType, strategy: Arc<dyn Strategy>) {
+        let decoder = Arc::new(JsonDecoder::new(&info));
+        let cache = self.caches.add(
+            &Self::cache_name(&info),
+            &info.key_prefix(),
+            decoder.clone(),
+        );
+        self.publish(RegisteredType {
             info,
             strategy,
             cache,
             decoder,
-        }));
+        });
+    }
+
+    /// Adds a resource type while serving: its watch cache is loaded at the revision the
+    /// others are at, then routing, discovery and OpenAPI serve it. 409 when the group,
+    /// version and resource are taken.
+    pub async fn add_type(
+        &self,
+        info: ResourceType,
+        strategy: Arc<dyn Strategy>,
+    ) -> Result<(), Status> {
+        if self
+            .lookup(&info.group, &info.version, &info.resource)
+            .is_some()
+        {
+            return Err(Status::already_exists(
+                &info.group,
+                &info.resource,
+                &info.resource,
+            ));
+        }
+        let decoder = Arc::new(JsonDecoder::new(&info));
+        let cache = self
+            .caches
+            .add_running(
+                &Self::cache_name(&info),
+                &info.key_prefix(),
+                decoder.clone(),
+            )
+            .await
+            .map_err(|e| Status::service_unavailable(format!("loading the watch cache: {e}")))?;
+        self.publish(RegisteredType {
+            info,
+            strategy,
+            cache,
+            decoder,
+        });
+        Ok(())
+    }
+
+    /// Stops serving a type: it leaves routing, discovery and OpenAPI, its watches end and its
+    /// cache is dropped. Requests already running finish against the type they found. Its
+    /// stored objects stay (removing them is the caller's decision). False when not served.
+    pub fn remove_type(&self, group: &str, version: &str, resource: &str) -> bool {
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        let Some(gone) = types
+            .iter()
+            .find(|t| {
+                t.info.group == group && t.info.version == version && t.info.resource == resource
+            })
+            .cloned()
+        else {
+            return false;
+        };
+        let kept = types
+            .iter()
+            .filter(|t| !Arc::ptr_eq(t, &gone))
+            .cloned()
+            .collect();
+        *types = Arc::new(kept);
+        drop(types);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.caches.remove(&gone.cache);
+        true
+    }
+
+    fn publish(&self, rt: RegisteredType) {
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = Vec::clone(&types);
+        next.push(Arc::new(rt));
+        *types = Arc::new(next);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Changes whenever a type comes or goes.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Loads the watch caches and the cluster's token key; serve requests only after this.
@@ -309,8 +376,9 @@ impl Registry {
         self.caches.all().iter().map(|c| c.metrics()).collect()
     }
 
-    pub fn types(&self) -> &[Arc<RegisteredType>] {
-        &self.types
+    /// The types served now (a snapshot: later additions and removals do not change it).
+    pub fn types(&self) -> Arc<Vec<Arc<RegisteredType>>> {
+        self.types.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -324,7 +392,7 @@ impl Registry {
         version: &str,
         resource: &str,
     ) -> Option<Arc<RegisteredType>> {
-        self.types
+        self.types()
             .iter()
             .find(|t| {
                 t.info.group == group && t.info.version == version && t.info.resource == resource

@@ -1,10 +1,14 @@
 //! Strategies: the few behaviours particular to a kind (defaulting, field resets, validation),
 //! plugged into the generic REST code. A kind with no special needs uses [`DefaultStrategy`].
 
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use serde_json::{json, Map, Value};
 use strata_object::field::FieldError;
 pub(crate) use strata_object::field::FieldErrorKind;
-use strata_object::Object;
+use strata_object::{Object, ResourceType};
 
 /// Kind-specific hooks of the write path. Every hook has a neutral default.
 pub trait Strategy: Send + Sync + 'static {
@@ -44,6 +48,27 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
+/// The strategy of a built-in type (`strata_object::builtin::all()`), by its group and kind;
+/// a kind without behaviour of its own gets [`DefaultStrategy`].
+pub fn builtin(info: &ResourceType) -> Arc<dyn Strategy> {
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("", "ConfigMap") => Arc::new(ConfigMapStrategy),
+        ("", "Namespace") => Arc::new(NamespaceStrategy),
+        ("", "ServiceAccount") => Arc::new(ServiceAccountStrategy),
+        ("rbac.authorization.k8s.io", "Role") => Arc::new(RbacStrategy::new(RbacKind::Role)),
+        ("rbac.authorization.k8s.io", "ClusterRole") => {
+            Arc::new(RbacStrategy::new(RbacKind::ClusterRole))
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            Arc::new(RbacStrategy::new(RbacKind::RoleBinding))
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            Arc::new(RbacStrategy::new(RbacKind::ClusterRoleBinding))
+        }
+        _ => Arc::new(DefaultStrategy),
+    }
+}
+
 /// The strategy of kinds with no special behaviour.
 #[derive(Debug, Default)]
 pub struct DefaultStrategy;
@@ -77,6 +102,119 @@ impl Strategy for ServiceAccountStrategy {
 
     fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
         Self::clean_secret_references(new);
+    }
+}
+
+/// ConfigMaps: Kubernetes' key rules, no key in both `data` and `binaryData`, at most 1 MiB of
+/// values, and nothing but metadata may change once `immutable` is true.
+#[derive(Debug, Default)]
+pub struct ConfigMapStrategy;
+
+/// The most bytes a ConfigMap's values may hold together (Kubernetes' `MaxSecretSize`).
+const MAX_CONFIG_MAP_SIZE: usize = 1024 * 1024;
+
+impl ConfigMapStrategy {
+    /// Why `key` cannot name a value, in Kubernetes' words (`IsConfigMapKey`).
+    fn key_errors(key: &str) -> Vec<String> {
+        let mut errors = Vec::new();
+        if key.len() > 253 {
+            errors.push("must be no more than 253 characters".to_string());
+        }
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+        if key.is_empty() || !key.chars().all(allowed) {
+            errors.push(
+                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' \
+                 (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is \
+                 '[-._a-zA-Z0-9]+')"
+                    .to_string(),
+            );
+        }
+        match key {
+            "." => errors.push("must not be '.'".into()),
+            ".." => errors.push("must not be '..'".into()),
+            k if k.starts_with("..") => errors.push("must not start with '..'".into()),
+            _ => {}
+        }
+        errors
+    }
+
+    fn section<'a>(obj: &'a Object, name: &str) -> Vec<(&'a String, &'a Value)> {
+        let mut entries: Vec<_> = obj
+            .as_map()
+            .get(name)
+            .and_then(Value::as_object)
+            .map(|m| m.iter().collect())
+            .unwrap_or_default();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries
+    }
+
+    fn immutable(obj: &Object) -> bool {
+        obj.as_map().get("immutable") == Some(&Value::Bool(true))
+    }
+}
+
+impl Strategy for ConfigMapStrategy {
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let data = Self::section(obj, "data");
+        let binary = Self::section(obj, "binaryData");
+        let mut total = 0usize;
+        for (key, value) in &data {
+            let path = format!("data[{key}]");
+            for why in Self::key_errors(key) {
+                errors.push(FieldError::invalid_string(&path, key, why));
+            }
+            if binary.iter().any(|(k, _)| k == key) {
+                errors.push(FieldError::invalid_string(
+                    &path,
+                    key,
+                    "duplicate of key present in binaryData",
+                ));
+            }
+            total += value.as_str().map_or(0, str::len);
+        }
+        for (key, value) in &binary {
+            for why in Self::key_errors(key) {
+                errors.push(FieldError::invalid_string(
+                    &format!("binaryData[{key}]"),
+                    key,
+                    why,
+                ));
+            }
+            // Field validation has checked that values are base64 strings.
+            total += value
+                .as_str()
+                .and_then(|text| BASE64.decode(text).ok())
+                .map_or(0, |bytes| bytes.len());
+        }
+        if total > MAX_CONFIG_MAP_SIZE {
+            // The whole object: Kubernetes names it with the empty path, printed `[]`.
+            errors.push(FieldError::new(
+                FieldErrorKind::TooLong,
+                "[]",
+                None,
+                format!("must have at most {MAX_CONFIG_MAP_SIZE} bytes"),
+            ));
+        }
+        errors
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        if !Self::immutable(old) {
+            return Vec::new();
+        }
+        let why = "field is immutable when `immutable` is set";
+        let mut errors = Vec::new();
+        if !Self::immutable(new) {
+            errors.push(FieldError::forbidden("immutable", why));
+        }
+        for section in ["data", "binaryData"] {
+            if new.as_map().get(section) != old.as_map().get(section) {
+                errors.push(FieldError::forbidden(section, why));
+            }
+        }
+        errors
     }
 }
 
@@ -569,6 +707,80 @@ mod tests {
 
     fn object(v: Value) -> Object {
         Object::from_value(v).expect("the tests pass objects")
+    }
+
+    /// The descriptors' protobuf flag and the codec's message table agree, for every built-in
+    /// kind and its list.
+    #[test]
+    fn builtin_types_with_protobuf_have_messages() {
+        for info in strata_object::builtin::all() {
+            let v = info.api_version();
+            for kind in [&info.kind, &info.list_kind] {
+                assert_eq!(
+                    strata_codec::proto::has_message(&v, kind),
+                    info.protobuf,
+                    "{v} {kind}"
+                );
+            }
+        }
+    }
+
+    fn config_map_problems(v: Value) -> Vec<String> {
+        ConfigMapStrategy
+            .validate(&object(v))
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn config_map_keys_sizes_and_immutability() {
+        assert!(config_map_problems(json!({
+            "metadata": {"name": "ok"},
+            "data": {"a.conf": "x", "B_2-c": ""},
+            "binaryData": {"blob": "AAEC"}
+        }))
+        .is_empty());
+        let got = config_map_problems(json!({
+            "metadata": {"name": "bad"},
+            "data": {"a/b": "x", "..x": "y", "same": "1"},
+            "binaryData": {"same": "AA=="}
+        }));
+        assert_eq!(
+            got,
+            [
+                "data[..x]: Invalid value: \"..x\": must not start with '..'",
+                "data[a/b]: Invalid value: \"a/b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                "data[same]: Invalid value: \"same\": duplicate of key present in binaryData",
+            ]
+        );
+        let big = "x".repeat(MAX_CONFIG_MAP_SIZE);
+        let got =
+            config_map_problems(json!({"metadata": {"name": "big"}, "data": {"a": big, "b": "y"}}));
+        assert_eq!(got, ["[]: Too long: must have at most 1048576 bytes"]);
+
+        let old = object(json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}}));
+        let same = object(
+            json!({"metadata": {"name": "c", "labels": {"x": "y"}}, "immutable": true, "data": {"a": "1"}}),
+        );
+        assert!(ConfigMapStrategy.validate_update(&same, &old).is_empty());
+        let changed = object(json!({"metadata": {"name": "c"}, "data": {"a": "2"}}));
+        let got: Vec<String> = ConfigMapStrategy
+            .validate_update(&changed, &old)
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "immutable: Forbidden: field is immutable when `immutable` is set",
+                "data: Forbidden: field is immutable when `immutable` is set",
+            ]
+        );
+        let mutable = object(json!({"metadata": {"name": "c"}, "data": {"a": "1"}}));
+        assert!(ConfigMapStrategy
+            .validate_update(&changed, &mutable)
+            .is_empty());
     }
 
     /// The messages of the errors `kind` finds in `v` after its defaults.

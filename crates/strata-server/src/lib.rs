@@ -257,6 +257,12 @@ impl Server {
         self.listener.local_addr().ok()
     }
 
+    /// The registry this server serves: types can be added to and removed from it while the
+    /// server runs.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.frontend.registry.clone()
+    }
+
     /// The URL clients use: `https://` unless the server runs with `--insecure-http`.
     pub fn url(&self) -> &str {
         &self.url

@@ -630,3 +630,80 @@ async fn restart_keeps_data_and_sigterm_is_graceful() {
         .unwrap();
     assert!(rv2 > rv);
 }
+
+/// ConfigMaps, the proof that a kind is a registration: create, Kubernetes' validation,
+/// immutability and discovery (protobuf: tests/protobuf.rs).
+#[tokio::test]
+async fn config_maps() {
+    let s = TestServer::start();
+    let base = "/api/v1/namespaces/default/configmaps";
+    let r = s
+        .post_json(
+            base,
+            &json!({"metadata": {"name": "settings"}, "data": {"mode": "fast"},
+                    "binaryData": {"blob": "AAEC"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let created = r.json();
+    assert_eq!(created["kind"], "ConfigMap");
+    assert_eq!(created["binaryData"]["blob"], "AAEC");
+
+    // Kubernetes' validation.
+    let r = s
+        .post_json(
+            base,
+            &json!({"metadata": {"name": "bad"}, "data": {"a/b": "x", "dup": "1"},
+                    "binaryData": {"dup": "AA=="}}),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("ConfigMap \"bad\" is invalid: ["),
+        "{message}"
+    );
+    assert!(message.contains("data[a/b]: Invalid value: \"a/b\": a valid config key must consist of alphanumeric characters"), "{message}");
+    assert!(
+        message
+            .contains("data[dup]: Invalid value: \"dup\": duplicate of key present in binaryData"),
+        "{message}"
+    );
+
+    // Once immutable, only metadata may change, and immutable stays.
+    let r = s
+        .patch_merge(&format!("{base}/settings"), &json!({"immutable": true}))
+        .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = s
+        .patch_merge(
+            &format!("{base}/settings"),
+            &json!({"data": {"mode": "slow"}}),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("data: Forbidden: field is immutable when `immutable` is set"));
+    let r = s
+        .patch_merge(
+            &format!("{base}/settings"),
+            &json!({"metadata": {"labels": {"tier": "edge"}}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+
+    // Discovery lists it with its short name.
+    let v1 = s.get("/api/v1").await.json();
+    let cm = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "configmaps")
+        .expect("configmaps in discovery")
+        .clone();
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["namespaced"], true);
+    assert_eq!(cm["shortNames"], json!(["cm"]));
+}

@@ -248,3 +248,62 @@ async fn protobuf_watch_frames() {
     let sa = core::ServiceAccount::decode(events[0].2.as_slice()).unwrap();
     assert_eq!(sa.metadata.unwrap_or_default().name.as_deref(), Some("w1"));
 }
+
+/// ConfigMaps in protobuf both ways, binary data included: a ConfigMap posted from the
+/// independent build is stored as JSON with base64 values, and read back byte for byte.
+#[tokio::test]
+async fn config_maps_cross_between_independent_protobuf_builds() {
+    let s = TestServer::start();
+    let base = "/api/v1/namespaces/default/configmaps";
+    let mut data = std::collections::BTreeMap::new();
+    data.insert("mode".to_string(), "fast".to_string());
+    let mut binary_data = std::collections::BTreeMap::new();
+    binary_data.insert("blob".to_string(), vec![0u8, 1, 2, 255]);
+    let cm = core::ConfigMap {
+        metadata: Some(meta::ObjectMeta {
+            name: Some("settings".into()),
+            ..Default::default()
+        }),
+        data,
+        binary_data,
+        immutable: Some(false),
+    };
+    let r = s
+        .send(
+            "POST",
+            base,
+            Some(&envelope("ConfigMap", cm.encode_to_vec())),
+            &[("content-type", K8S_PB), ("accept", "application/json")],
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let json = r.json();
+    assert_eq!(json["binaryData"]["blob"], "AAEC/w==");
+    assert_eq!(json["data"]["mode"], "fast");
+    assert_eq!(json["immutable"], false);
+
+    let r = s
+        .send(
+            "GET",
+            &format!("{base}/settings"),
+            None,
+            &[("accept", K8S_PB)],
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(r.header("content-type"), K8S_PB);
+    let (kind, raw) = open(&r.body);
+    assert_eq!(kind, "ConfigMap");
+    let back = core::ConfigMap::decode(raw.as_slice()).unwrap();
+    assert_eq!(back.data, cm.data);
+    assert_eq!(back.binary_data, cm.binary_data);
+    assert_eq!(back.immutable, Some(false));
+
+    let r = s.send("GET", base, None, &[("accept", SVC_PB)]).await;
+    assert_eq!(r.header("content-type"), SVC_PB);
+    let (kind, raw) = open(&r.body);
+    assert_eq!(kind, "ConfigMapList");
+    let list = core::ConfigMapList::decode(raw.as_slice()).unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].binary_data, cm.binary_data);
+}

@@ -717,11 +717,18 @@ impl WatchCache {
     }
 }
 
-/// The caches of every type, fed by one reader of the store's change feed.
+/// The caches of every type, fed by one reader of the store's change feed. Caches can be
+/// added and removed while it runs (types registered at run time).
 pub struct Caches {
     store: Arc<dyn Store>,
     config: CacheConfig,
     caches: Mutex<Vec<Arc<WatchCache>>>,
+    /// Held while a batch of the feed is applied (and while the caches reload), and while a
+    /// cache added at run time loads: the new cache starts exactly where the others are.
+    feeding: tokio::sync::Mutex<()>,
+    /// The revision the caches are fed through; meaningful once `started`.
+    fed: AtomicU64,
+    started: AtomicBool,
 }
 
 impl std::fmt::Debug for Caches {
@@ -738,6 +745,9 @@ impl Caches {
             store,
             config,
             caches: Mutex::new(Vec::new()),
+            feeding: tokio::sync::Mutex::new(()),
+            fed: AtomicU64::new(0),
+            started: AtomicBool::new(false),
         }
     }
 
@@ -745,9 +755,56 @@ impl Caches {
         &self.config
     }
 
-    /// Adds the cache of the type whose keys start with `prefix`. Call before [`Caches::start`].
+    /// Adds the cache of the type whose keys start with `prefix`, to be loaded by
+    /// [`Caches::start`]. Once the caches run, use [`Caches::add_running`].
     pub fn add(&self, resource: &str, prefix: &str, decoder: Arc<dyn Decoder>) -> Arc<WatchCache> {
-        let cache = Arc::new(WatchCache {
+        let cache = self.new_cache(resource, prefix, decoder);
+        self.list_caches().push(cache.clone());
+        cache
+    }
+
+    /// Adds a cache while the feed runs: its state is read at the revision the other caches
+    /// are at, with the feed paused meanwhile, so it misses no change and sees none twice.
+    /// Before [`Caches::start`] it is [`Caches::add`].
+    pub async fn add_running(
+        &self,
+        resource: &str,
+        prefix: &str,
+        decoder: Arc<dyn Decoder>,
+    ) -> Result<Arc<WatchCache>, StoreError> {
+        let _feed_paused = self.feeding.lock().await;
+        if !self.started.load(Ordering::SeqCst) {
+            return Ok(self.add(resource, prefix, decoder));
+        }
+        let cache = self.new_cache(resource, prefix, decoder);
+        let at = Revision(self.fed.load(Ordering::SeqCst));
+        let kvs = self
+            .store
+            .range(RangeRequest {
+                prefix: prefix.to_string(),
+                revision: Some(at),
+                ..Default::default()
+            })
+            .await?
+            .kvs;
+        cache.reset(kvs, at);
+        self.list_caches().push(cache.clone());
+        Ok(cache)
+    }
+
+    /// Removes a cache: the feed no longer follows its prefix, and its watches end.
+    pub fn remove(&self, cache: &Arc<WatchCache>) {
+        self.list_caches().retain(|c| !Arc::ptr_eq(c, cache));
+        cache.lock().watchers.clear();
+    }
+
+    fn new_cache(
+        &self,
+        resource: &str,
+        prefix: &str,
+        decoder: Arc<dyn Decoder>,
+    ) -> Arc<WatchCache> {
+        Arc::new(WatchCache {
             resource: resource.to_string(),
             prefix: prefix.to_string(),
             decoder,
@@ -766,9 +823,7 @@ impl Caches {
             encodes: Arc::default(),
             dispatched: AtomicU64::new(0),
             overflowed: AtomicU64::new(0),
-        });
-        self.list_caches().push(cache.clone());
-        cache
+        })
     }
 
     fn list_caches(&self) -> std::sync::MutexGuard<'_, Vec<Arc<WatchCache>>> {
@@ -783,7 +838,12 @@ impl Caches {
     /// compaction point and the retained history replayed on top, so a watch can resume from
     /// any revision the store still has, across restarts.
     pub async fn start(self: &Arc<Self>) -> Result<(), StoreError> {
-        let after = self.load().await?;
+        let after = {
+            let _feeding = self.feeding.lock().await;
+            let after = self.load().await?;
+            self.started.store(true, Ordering::SeqCst);
+            after
+        };
         let this = self.clone();
         tokio::spawn(async move { this.feed(after).await });
         Ok(())
@@ -833,7 +893,9 @@ impl Caches {
         Ok(())
     }
 
+    /// Applies a batch to every cache; the caller holds `feeding`.
     fn apply(&self, events: &[Event], revision: Revision) {
+        self.fed.store(revision.get(), Ordering::SeqCst);
         let compacted = self.store.compacted_revision();
         for cache in self.all() {
             let mine: Vec<&Event> = events
@@ -855,6 +917,7 @@ impl Caches {
                     // too, so reads waiting for a revision are not kept waiting.
                     if changes.revision > after || !changes.events.is_empty() {
                         after = after.max(changes.revision);
+                        let _feeding = self.feeding.lock().await;
                         self.apply(&changes.events, after);
                     }
                     if changes.events.len() == self.config.feed_batch {
@@ -867,7 +930,11 @@ impl Caches {
                         after = after.get(),
                         "watch cache fell behind compaction; reloading"
                     );
-                    match self.load().await {
+                    let reloaded = {
+                        let _feeding = self.feeding.lock().await;
+                        self.load().await
+                    };
+                    match reloaded {
                         Ok(r) => after = r,
                         Err(e) => {
                             tracing::error!(%e, "watch cache reload failed");

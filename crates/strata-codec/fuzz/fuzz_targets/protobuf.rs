@@ -11,16 +11,20 @@ fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };
-    let kind = proto::KINDS[usize::from(pick) % proto::KINDS.len()];
+    let types: Vec<(String, &str)> = proto::message_types().collect();
+    let (api_version, kind) = &types[usize::from(pick) % types.len()];
+    let (api_version, kind) = (api_version.as_str(), *kind);
     let _ = proto::open(rest);
-    if let Ok(v) = proto::decode(rest, kind) {
+    if let Ok(v) = proto::decode(rest, api_version, kind) {
         let bytes = proto::encode(&v).expect("a decoded object encodes");
-        let kind = v["kind"].as_str().unwrap_or(kind);
-        assert_eq!(proto::decode(&bytes, kind).expect("re-decode"), v);
+        assert_eq!(proto::decode(&bytes, "", "").expect("re-decode"), v);
     }
-    if let Ok(v) = proto::decode_message(kind, rest) {
-        let bytes = proto::encode_message(kind, &v).expect("a decoded message encodes");
-        assert_eq!(proto::decode_message(kind, &bytes).expect("re-decode"), v);
-        assert_eq!(proto::encode_message(kind, &v).unwrap(), bytes);
+    if let Ok(v) = proto::decode_message(api_version, kind, rest) {
+        let bytes = proto::encode_message(api_version, kind, &v).expect("a decoded message encodes");
+        assert_eq!(
+            proto::decode_message(api_version, kind, &bytes).expect("re-decode"),
+            v
+        );
+        assert_eq!(proto::encode_message(api_version, kind, &v).unwrap(), bytes);
     }
 });

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::generated::k8s::io::api::authentication::v1 as authn;
@@ -186,6 +188,38 @@ impl Field<BTreeMap<String, String>> for StrMap {
                 .map(|(k, v)| match v {
                     Value::String(s) => Ok((k.clone(), s.clone())),
                     other => Err(wrong(&format!("{key}.{k}"), "string", other)),
+                })
+                .collect(),
+            Some(other) => Err(wrong(key, "object", other)),
+        }
+    }
+}
+
+/// A byte-string map (`ConfigMap.binaryData`): base64 strings on the JSON side, as Go writes
+/// `[]byte`; omitted when empty.
+struct BytesMap;
+impl Field<BTreeMap<String, Vec<u8>>> for BytesMap {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &BTreeMap<String, Vec<u8>>) {
+        if !v.is_empty() {
+            let obj: Map<String, Value> = v
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(STANDARD.encode(v))))
+                .collect();
+            m.insert(key.into(), Value::Object(obj));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, Vec<u8>>, String> {
+        match present(m, key) {
+            None => Ok(BTreeMap::new()),
+            Some(Value::Object(o)) => o
+                .iter()
+                .map(|(k, v)| {
+                    let field = format!("{key}.{k}");
+                    let text = v.as_str().ok_or_else(|| wrong(&field, "string", v))?;
+                    let bytes = STANDARD
+                        .decode(text)
+                        .map_err(|e| format!("field {field}: illegal base64 data: {e}"))?;
+                    Ok((k.clone(), bytes))
                 })
                 .collect(),
             Some(other) => Err(wrong(key, "object", other)),
@@ -516,6 +550,18 @@ json_form!(core::ServiceAccount {
     secrets: "secrets" => Objs @ 2,
     image_pull_secrets: "imagePullSecrets" => Objs @ 3,
     automount_service_account_token: "automountServiceAccountToken" => PtrBool @ 4,
+});
+
+json_form!(core::ConfigMap {
+    metadata: "metadata" => Obj @ 1,
+    immutable: "immutable" => PtrBool @ 4,
+    data: "data" => StrMap @ 2,
+    binary_data: "binaryData" => BytesMap @ 3,
+});
+
+json_form!(core::ConfigMapList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
 });
 
 json_form!(core::ServiceAccountList {

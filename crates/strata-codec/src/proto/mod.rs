@@ -32,28 +32,96 @@ use write::WriteProto;
 /// The bytes every enveloped protobuf body starts with.
 pub const MAGIC: [u8; 4] = [0x6b, 0x38, 0x73, 0x00];
 
-/// Kinds with a protobuf form.
-pub const KINDS: [&str; 19] = [
-    "ServiceAccount",
-    "ServiceAccountList",
-    "Namespace",
-    "NamespaceList",
-    "Status",
-    "DeleteOptions",
-    "TokenRequest",
-    "SelfSubjectReview",
-    "Role",
-    "RoleList",
-    "ClusterRole",
-    "ClusterRoleList",
-    "RoleBinding",
-    "RoleBindingList",
-    "ClusterRoleBinding",
-    "ClusterRoleBindingList",
-    "SubjectAccessReview",
-    "SelfSubjectAccessReview",
-    "LocalSubjectAccessReview",
-];
+/// A message type with a protobuf form, and the functions that code it.
+struct MessageType {
+    /// `None` for the meta kinds (Status, DeleteOptions), which every group version carries.
+    group_version: Option<(&'static str, &'static str)>,
+    kind: &'static str,
+    /// Through the generated prost type: the reference, and the source of error messages.
+    encode: fn(&Value) -> Result<Vec<u8>, DecodeError>,
+    decode: fn(&[u8]) -> Result<Value, DecodeError>,
+    /// Straight from the value tree (`write.rs`), byte for byte what `encode` makes; `None`
+    /// for messages with a map of lists (`extra`), which the direct writer does not write.
+    write: Option<fn(&Value, &mut Vec<u8>) -> write::Written>,
+}
+
+/// Declares the message table: `group version Kind => prost type`, `direct` where the direct
+/// writer serves it. This is the only list of protobuf kinds.
+macro_rules! message_types {
+    ($( $group:tt $version:tt $kind:literal => $ty:ty $(, $direct:ident)? ;)*) => {
+        const MESSAGE_TYPES: &[MessageType] = &[$(
+            MessageType {
+                group_version: message_types!(@gv $group $version),
+                kind: $kind,
+                encode: to_message::<$ty>,
+                decode: from_message::<$ty>,
+                write: message_types!(@write $ty $(, $direct)?),
+            },
+        )*];
+    };
+    (@gv * *) => { None };
+    (@gv $group:literal $version:literal) => { Some(($group, $version)) };
+    (@write $ty:ty) => { None };
+    (@write $ty:ty, direct) => { Some(<$ty as WriteProto>::write_proto) };
+}
+
+message_types! {
+    "" "v1" "ServiceAccount" => core::ServiceAccount, direct;
+    "" "v1" "ServiceAccountList" => core::ServiceAccountList, direct;
+    "" "v1" "Namespace" => core::Namespace, direct;
+    "" "v1" "NamespaceList" => core::NamespaceList, direct;
+    "" "v1" "ConfigMap" => core::ConfigMap, direct;
+    "" "v1" "ConfigMapList" => core::ConfigMapList, direct;
+    * * "Status" => meta::Status, direct;
+    * * "DeleteOptions" => meta::DeleteOptions, direct;
+    "authentication.k8s.io" "v1" "TokenRequest" => authn::TokenRequest, direct;
+    "authentication.k8s.io" "v1" "SelfSubjectReview" => authn::SelfSubjectReview;
+    "rbac.authorization.k8s.io" "v1" "Role" => rbac::Role, direct;
+    "rbac.authorization.k8s.io" "v1" "RoleList" => rbac::RoleList, direct;
+    "rbac.authorization.k8s.io" "v1" "ClusterRole" => rbac::ClusterRole, direct;
+    "rbac.authorization.k8s.io" "v1" "ClusterRoleList" => rbac::ClusterRoleList, direct;
+    "rbac.authorization.k8s.io" "v1" "RoleBinding" => rbac::RoleBinding, direct;
+    "rbac.authorization.k8s.io" "v1" "RoleBindingList" => rbac::RoleBindingList, direct;
+    "rbac.authorization.k8s.io" "v1" "ClusterRoleBinding" => rbac::ClusterRoleBinding, direct;
+    "rbac.authorization.k8s.io" "v1" "ClusterRoleBindingList" => rbac::ClusterRoleBindingList, direct;
+    "authorization.k8s.io" "v1" "SubjectAccessReview" => authz::SubjectAccessReview;
+    "authorization.k8s.io" "v1" "SelfSubjectAccessReview" => authz::SelfSubjectAccessReview, direct;
+    "authorization.k8s.io" "v1" "LocalSubjectAccessReview" => authz::LocalSubjectAccessReview;
+}
+
+/// `("", "v1")` for `v1`, `("rbac.authorization.k8s.io", "v1")` for the group form.
+fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+fn message_type(api_version: &str, kind: &str) -> Option<&'static MessageType> {
+    let gv = split_api_version(api_version);
+    MESSAGE_TYPES
+        .iter()
+        .find(|m| m.kind == kind && m.group_version.is_none_or(|declared| declared == gv))
+}
+
+/// Whether objects of `kind` in `api_version` have a protobuf form.
+pub fn has_message(api_version: &str, kind: &str) -> bool {
+    message_type(api_version, kind).is_some()
+}
+
+/// Every message type, as (apiVersion, kind); the meta kinds under `v1`.
+pub fn message_types() -> impl Iterator<Item = (String, &'static str)> {
+    MESSAGE_TYPES.iter().map(|m| {
+        let api_version = match m.group_version {
+            None | Some(("", _)) => m.group_version.map_or("v1", |(_, v)| v).to_string(),
+            Some((group, version)) => format!("{group}/{version}"),
+        };
+        (api_version, m.kind)
+    })
+}
+
+fn no_form(api_version: &str, kind: &str) -> DecodeError {
+    DecodeError(format!(
+        "no kind {kind:?} is registered for protobuf in version {api_version:?}"
+    ))
+}
 
 fn to_message<M: JsonForm + Message>(v: &Value) -> Result<Vec<u8>, DecodeError> {
     Ok(M::from_json(v).map_err(DecodeError)?.encode_to_vec())
@@ -64,96 +132,26 @@ fn from_message<M: JsonForm + Message + Default>(raw: &[u8]) -> Result<Value, De
     Ok(m.to_json())
 }
 
-/// Appends the message bytes of an object of `kind` written straight from `v` (`write.rs`).
-/// `None` when `v` does not fit the message or `kind` has no protobuf form: the prost path
-/// (`encode_message_with_prost`) then says why.
-fn write_message(kind: &str, v: &Value, out: &mut Vec<u8>) -> Option<()> {
-    let written = match kind {
-        "ServiceAccount" => core::ServiceAccount::write_proto(v, out),
-        "ServiceAccountList" => core::ServiceAccountList::write_proto(v, out),
-        "Namespace" => core::Namespace::write_proto(v, out),
-        "NamespaceList" => core::NamespaceList::write_proto(v, out),
-        "Status" => meta::Status::write_proto(v, out),
-        "DeleteOptions" => meta::DeleteOptions::write_proto(v, out),
-        "TokenRequest" => authn::TokenRequest::write_proto(v, out),
-        "Role" => rbac::Role::write_proto(v, out),
-        "RoleList" => rbac::RoleList::write_proto(v, out),
-        "ClusterRole" => rbac::ClusterRole::write_proto(v, out),
-        "ClusterRoleList" => rbac::ClusterRoleList::write_proto(v, out),
-        "RoleBinding" => rbac::RoleBinding::write_proto(v, out),
-        "RoleBindingList" => rbac::RoleBindingList::write_proto(v, out),
-        "ClusterRoleBinding" => rbac::ClusterRoleBinding::write_proto(v, out),
-        "ClusterRoleBindingList" => rbac::ClusterRoleBindingList::write_proto(v, out),
-        "SelfSubjectAccessReview" => authz::SelfSubjectAccessReview::write_proto(v, out),
-        // SelfSubjectReview, SubjectAccessReview and LocalSubjectAccessReview carry `extra`, a
-        // map the direct writer does not write: prost encodes them.
-        _ => return None,
-    };
-    written.ok()
+/// Appends the message bytes of `v` written straight from the tree (`write.rs`). `None` when
+/// `v` does not fit the message or the type has no direct writer: the prost path then says why.
+fn write_message(message: &MessageType, v: &Value, out: &mut Vec<u8>) -> Option<()> {
+    message.write.and_then(|write| write(v, out).ok())
 }
 
-/// The message bytes of an object of `kind` (without envelope).
-pub fn encode_message(kind: &str, v: &Value) -> Result<Vec<u8>, DecodeError> {
+/// The message bytes of an object of `kind` in `api_version` (without envelope).
+pub fn encode_message(api_version: &str, kind: &str, v: &Value) -> Result<Vec<u8>, DecodeError> {
+    let message = message_type(api_version, kind).ok_or_else(|| no_form(api_version, kind))?;
     let mut out = Vec::new();
-    if write_message(kind, v, &mut out).is_some() {
+    if write_message(message, v, &mut out).is_some() {
         return Ok(out);
     }
-    encode_message_with_prost(kind, v)
+    (message.encode)(v)
 }
 
-/// `encode_message` through the generated prost types: the reference the direct writer must
-/// match byte for byte, and the source of error messages.
-fn encode_message_with_prost(kind: &str, v: &Value) -> Result<Vec<u8>, DecodeError> {
-    match kind {
-        "ServiceAccount" => to_message::<core::ServiceAccount>(v),
-        "ServiceAccountList" => to_message::<core::ServiceAccountList>(v),
-        "Namespace" => to_message::<core::Namespace>(v),
-        "NamespaceList" => to_message::<core::NamespaceList>(v),
-        "Status" => to_message::<meta::Status>(v),
-        "DeleteOptions" => to_message::<meta::DeleteOptions>(v),
-        "TokenRequest" => to_message::<authn::TokenRequest>(v),
-        "SelfSubjectReview" => to_message::<authn::SelfSubjectReview>(v),
-        "Role" => to_message::<rbac::Role>(v),
-        "RoleList" => to_message::<rbac::RoleList>(v),
-        "ClusterRole" => to_message::<rbac::ClusterRole>(v),
-        "ClusterRoleList" => to_message::<rbac::ClusterRoleList>(v),
-        "RoleBinding" => to_message::<rbac::RoleBinding>(v),
-        "RoleBindingList" => to_message::<rbac::RoleBindingList>(v),
-        "ClusterRoleBinding" => to_message::<rbac::ClusterRoleBinding>(v),
-        "ClusterRoleBindingList" => to_message::<rbac::ClusterRoleBindingList>(v),
-        "SubjectAccessReview" => to_message::<authz::SubjectAccessReview>(v),
-        "SelfSubjectAccessReview" => to_message::<authz::SelfSubjectAccessReview>(v),
-        "LocalSubjectAccessReview" => to_message::<authz::LocalSubjectAccessReview>(v),
-        other => Err(DecodeError(format!("{other} has no protobuf form"))),
-    }
-}
-
-/// The JSON value of a message of `kind` (without `kind` and `apiVersion`).
-pub fn decode_message(kind: &str, raw: &[u8]) -> Result<Value, DecodeError> {
-    match kind {
-        "ServiceAccount" => from_message::<core::ServiceAccount>(raw),
-        "ServiceAccountList" => from_message::<core::ServiceAccountList>(raw),
-        "Namespace" => from_message::<core::Namespace>(raw),
-        "NamespaceList" => from_message::<core::NamespaceList>(raw),
-        "Status" => from_message::<meta::Status>(raw),
-        "DeleteOptions" => from_message::<meta::DeleteOptions>(raw),
-        "TokenRequest" => from_message::<authn::TokenRequest>(raw),
-        "SelfSubjectReview" => from_message::<authn::SelfSubjectReview>(raw),
-        "Role" => from_message::<rbac::Role>(raw),
-        "RoleList" => from_message::<rbac::RoleList>(raw),
-        "ClusterRole" => from_message::<rbac::ClusterRole>(raw),
-        "ClusterRoleList" => from_message::<rbac::ClusterRoleList>(raw),
-        "RoleBinding" => from_message::<rbac::RoleBinding>(raw),
-        "RoleBindingList" => from_message::<rbac::RoleBindingList>(raw),
-        "ClusterRoleBinding" => from_message::<rbac::ClusterRoleBinding>(raw),
-        "ClusterRoleBindingList" => from_message::<rbac::ClusterRoleBindingList>(raw),
-        "SubjectAccessReview" => from_message::<authz::SubjectAccessReview>(raw),
-        "SelfSubjectAccessReview" => from_message::<authz::SelfSubjectAccessReview>(raw),
-        "LocalSubjectAccessReview" => from_message::<authz::LocalSubjectAccessReview>(raw),
-        other => Err(DecodeError(format!(
-            "no kind {other:?} is registered for protobuf"
-        ))),
-    }
+/// The JSON value of a message of `kind` in `api_version` (without `kind` and `apiVersion`).
+pub fn decode_message(api_version: &str, kind: &str, raw: &[u8]) -> Result<Value, DecodeError> {
+    let message = message_type(api_version, kind).ok_or_else(|| no_form(api_version, kind))?;
+    (message.decode)(raw)
 }
 
 /// The enveloped protobuf of a list (`<Kind>List`: ListMeta in field 1, the items in field 2)
@@ -207,6 +205,7 @@ pub fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
 pub fn encode(v: &Value) -> Result<Vec<u8>, DecodeError> {
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
     let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let message = message_type(api_version, kind).ok_or_else(|| no_form(api_version, kind))?;
     // The envelope `envelope` builds, with the message written in place rather than copied.
     let mut out = Vec::with_capacity(1024);
     out.extend_from_slice(&MAGIC);
@@ -214,31 +213,32 @@ pub fn encode(v: &Value) -> Result<Vec<u8>, DecodeError> {
     write::bytes_field(&mut out, 1, api_version.as_bytes());
     write::bytes_field(&mut out, 2, kind.as_bytes());
     write::end_len(&mut out, type_meta);
-    let estimate = estimated_len(kind, v);
+    let estimate = estimated_len(api_version, kind, v);
     out.reserve(estimate);
     let raw = write::begin_len_reserving(&mut out, 2, write::varint_len(estimate as u64));
-    if write_message(kind, v, &mut out).is_some() {
+    if write_message(message, v, &mut out).is_some() {
         write::end_len(&mut out, raw);
         write::bytes_field(&mut out, 3, b"");
         write::bytes_field(&mut out, 4, b"");
         return Ok(out);
     }
-    let raw = encode_message_with_prost(kind, v)?;
+    let raw = (message.encode)(v)?;
     Ok(envelope(api_version, kind, raw))
 }
 
 /// A guess of the message size of `v`, so that a long list is written without growing or moving
 /// it: for a list, its item count times the size of its first item; 0 otherwise.
-fn estimated_len(kind: &str, v: &Value) -> usize {
-    let (Some(item_kind), Some(items)) = (
-        kind.strip_suffix("List"),
+fn estimated_len(api_version: &str, kind: &str, v: &Value) -> usize {
+    let (Some(item), Some(items)) = (
+        kind.strip_suffix("List")
+            .and_then(|item_kind| message_type(api_version, item_kind)),
         v.get("items").and_then(Value::as_array),
     ) else {
         return 0;
     };
     let mut first = Vec::new();
     match items.first() {
-        Some(item) if write_message(item_kind, item, &mut first).is_some() => {
+        Some(v) if write_message(item, v, &mut first).is_some() => {
             // Each item also takes a key and a length of about three bytes.
             items.len().saturating_mul(first.len() + 4)
         }
@@ -265,15 +265,23 @@ pub fn open(bytes: &[u8]) -> Result<(String, String, Vec<u8>), DecodeError> {
 }
 
 /// Decodes an enveloped object to its JSON value, with `kind` and `apiVersion` from the
-/// envelope. `expected_kind` is used when the envelope names none.
-pub fn decode(bytes: &[u8], expected_kind: &str) -> Result<Value, DecodeError> {
+/// envelope; `expected_api_version` and `expected_kind` stand in where the envelope names none.
+pub fn decode(
+    bytes: &[u8],
+    expected_api_version: &str,
+    expected_kind: &str,
+) -> Result<Value, DecodeError> {
     let (api_version, kind, raw) = open(bytes)?;
-    let kind = if kind.is_empty() {
-        expected_kind.to_string()
-    } else {
-        kind
+    let or = |named: String, expected: &str| {
+        if named.is_empty() {
+            expected.to_string()
+        } else {
+            named
+        }
     };
-    let mut v = decode_message(&kind, &raw)?;
+    let kind = or(kind, expected_kind);
+    let api_version = or(api_version, expected_api_version);
+    let mut v = decode_message(&api_version, &kind, &raw)?;
     if let Value::Object(m) = &mut v {
         let mut out = serde_json::Map::new();
         out.insert("kind".into(), Value::String(kind));
@@ -328,7 +336,7 @@ mod tests {
         });
         let bytes = encode(&sa).unwrap();
         assert_eq!(&bytes[..4], &MAGIC);
-        let back = decode(&bytes, "").unwrap();
+        let back = decode(&bytes, "", "").unwrap();
         assert_eq!(back, sa);
     }
 
@@ -338,11 +346,11 @@ mod tests {
             "metadata": {"resourceVersion": "9", "continue": "c", "remainingItemCount": 0},
             "items": [{"metadata": {"name": "default"}, "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"}}]});
-        assert_eq!(decode(&encode(&list).unwrap(), "").unwrap(), list);
+        assert_eq!(decode(&encode(&list).unwrap(), "", "").unwrap(), list);
         let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": "m", "reason": "NotFound",
             "details": {"name": "x", "kind": "serviceaccounts"}, "code": 404});
-        assert_eq!(decode(&encode(&status).unwrap(), "").unwrap(), status);
+        assert_eq!(decode(&encode(&status).unwrap(), "", "").unwrap(), status);
         let frame = watch_frame("ADDED", b"k8s\0x");
         let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
         assert_eq!(len, frame.len() - 4);
@@ -353,9 +361,9 @@ mod tests {
         assert!(open(b"{\"kind\":1}").is_err());
         assert!(open(b"k8s\0\xff\xff\xff").is_err());
         let unknown_kind = envelope("v1", "Pod", vec![]);
-        assert!(decode(&unknown_kind, "").is_err());
+        assert!(decode(&unknown_kind, "", "").is_err());
         let sa = envelope("v1", "ServiceAccount", vec![0x0a, 0xff]);
-        assert!(decode(&sa, "").is_err());
+        assert!(decode(&sa, "", "").is_err());
         assert!(encode(&json!({"kind": "ServiceAccount", "metadata": {"name": 5}})).is_err());
     }
 
@@ -368,9 +376,9 @@ mod tests {
             0x0a, 0x10, 0x0a, 0x01, 0x61, 0x42, 0x0b, 0x08, 0x80, 0xb0, 0xa4, 0xbc, 0x8b, 0xfd,
             0xff, 0xff, 0xff, 0x01,
         ];
-        let v = decode_message("ServiceAccount", &raw).unwrap();
+        let v = decode_message("v1", "ServiceAccount", &raw).unwrap();
         assert_eq!(v, json!({"metadata": {"name": "a"}}));
-        assert!(encode_message("ServiceAccount", &v).is_ok());
+        assert!(encode_message("v1", "ServiceAccount", &v).is_ok());
     }
 
     /// The golden fixtures' objects (`testdata/HEAD`), every field of every message set.
@@ -498,23 +506,24 @@ mod tests {
     fn rbac_and_reviews_round_trip() {
         for v in rbac_and_review_objects() {
             let bytes = encode(&v).unwrap();
-            assert_eq!(decode(&bytes, "").unwrap(), v, "{}", v["kind"]);
+            assert_eq!(decode(&bytes, "", "").unwrap(), v, "{}", v["kind"]);
         }
         let bare = json!({"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1",
                           "metadata": {"name": "plain"}});
-        assert_eq!(decode(&encode(&bare).unwrap(), "").unwrap(), bare);
+        assert_eq!(decode(&encode(&bare).unwrap(), "", "").unwrap(), bare);
         let review = json!({"kind": "SelfSubjectAccessReview",
             "apiVersion": "authorization.k8s.io/v1", "metadata": {},
             "spec": {"resourceAttributes": {"verb": "get", "resource": "roles"}}, "status": {}});
-        assert_eq!(decode(&encode(&review).unwrap(), "").unwrap(), review);
+        assert_eq!(decode(&encode(&review).unwrap(), "", "").unwrap(), review);
     }
 
     /// The direct writer agrees with prost: the same bytes when prost accepts the value, a
     /// refusal when prost reports an error.
-    fn same_as_prost(kind: &str, v: &Value) -> Result<(), String> {
+    fn same_as_prost(api_version: &str, kind: &str, v: &Value) -> Result<(), String> {
+        let message = message_type(api_version, kind).ok_or_else(|| format!("no {kind}"))?;
         let mut direct = Vec::new();
-        let direct = write_message(kind, v, &mut direct).map(|()| direct);
-        match (encode_message_with_prost(kind, v), direct) {
+        let direct = write_message(message, v, &mut direct).map(|()| direct);
+        match ((message.encode)(v), direct) {
             (Ok(expected), Some(got)) if expected == got => Ok(()),
             (Ok(_), Some(_)) => Err(format!("{kind}: other bytes than prost for {v}")),
             (Ok(_), None) => Err(format!("{kind}: refused a value prost accepts: {v}")),
@@ -527,12 +536,14 @@ mod tests {
     fn direct_writer_matches_prost_on_the_fixtures() {
         for v in sample_objects() {
             let kind = v["kind"].as_str().unwrap().to_string();
+            let api_version = v["apiVersion"].as_str().unwrap().to_string();
+            let message = message_type(&api_version, &kind).unwrap();
             let mut out = Vec::new();
             assert!(
-                write_message(&kind, &v, &mut out).is_some(),
+                write_message(message, &v, &mut out).is_some(),
                 "{kind} fell back to prost"
             );
-            same_as_prost(&kind, &v).unwrap();
+            same_as_prost(&api_version, &kind, &v).unwrap();
         }
     }
 
@@ -565,12 +576,13 @@ mod tests {
         let mut failures = Vec::new();
         for v in sample_objects() {
             let kind = v["kind"].as_str().unwrap().to_string();
+            let api_version = v["apiVersion"].as_str().unwrap().to_string();
             for _ in 0..1000 {
                 let mut mutated = v.clone();
                 for _ in 0..1 + next(3) {
                     mutate(&mut mutated, &mut next, &replacements);
                 }
-                if let Err(e) = same_as_prost(&kind, &mutated) {
+                if let Err(e) = same_as_prost(&api_version, &kind, &mutated) {
                     failures.push(e);
                 }
             }
@@ -631,7 +643,7 @@ mod review_tests {
         let whole = encode(&list).unwrap();
         let raws: Vec<Vec<u8>> = items
             .iter()
-            .map(|i| encode_message("ServiceAccount", i).unwrap())
+            .map(|i| encode_message("v1", "ServiceAccount", i).unwrap())
             .collect();
         let assembled = list_envelope(
             "v1",
@@ -642,8 +654,8 @@ mod review_tests {
             raws.iter().map(Vec::as_slice),
         );
         assert_eq!(
-            decode(&assembled, "ServiceAccountList").unwrap(),
-            decode(&whole, "ServiceAccountList").unwrap()
+            decode(&assembled, "v1", "ServiceAccountList").unwrap(),
+            decode(&whole, "v1", "ServiceAccountList").unwrap()
         );
     }
 
@@ -662,7 +674,12 @@ mod review_tests {
             }),
             status: None,
         };
-        let v = decode_message("SelfSubjectAccessReview", &review.encode_to_vec()).unwrap();
+        let v = decode_message(
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview",
+            &review.encode_to_vec(),
+        )
+        .unwrap();
         assert_eq!(v["spec"]["resourceAttributes"]["verb"], "list", "{v}");
     }
 }

@@ -9,6 +9,8 @@
 //! in field-number order, optional fields written when set (even when empty or zero), map
 //! entries in key order with an empty key or value left out of the entry, and minimal varints.
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde_json::Value;
 
 /// The value does not fit the message; the prost path will say why.
@@ -248,7 +250,7 @@ impl WriteField<std::collections::BTreeMap<String, String>> for StrMap {
         // Objects usually arrive sorted (Go writes maps sorted): then no copy is needed.
         if m.keys().is_sorted() {
             for (k, v) in m {
-                map_entry(out, tag, k, v.as_str().ok_or(Reject)?);
+                map_entry(out, tag, k, v.as_str().ok_or(Reject)?.as_bytes());
             }
         } else {
             let mut entries = Vec::with_capacity(m.len());
@@ -257,8 +259,31 @@ impl WriteField<std::collections::BTreeMap<String, String>> for StrMap {
             }
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
             for (k, v) in entries {
-                map_entry(out, tag, k, v);
+                map_entry(out, tag, k, v.as_bytes());
             }
+        }
+        Ok(())
+    }
+}
+
+/// A `map<string, bytes>` (`ConfigMap.binaryData`): base64 strings on the JSON side, decoded
+/// and written in key order, as prost writes a `BTreeMap`.
+pub struct BytesMap;
+impl WriteField<std::collections::BTreeMap<String, Vec<u8>>> for BytesMap {
+    fn write(out: &mut Vec<u8>, tag: u32, v: Option<&Value>) -> Written {
+        let m = match v {
+            None => return Ok(()),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(Reject),
+        };
+        let mut entries = Vec::with_capacity(m.len());
+        for (k, v) in m {
+            let text = v.as_str().ok_or(Reject)?;
+            entries.push((k.as_str(), STANDARD.decode(text).map_err(|_| Reject)?));
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in entries {
+            map_entry(out, tag, k, &v);
         }
         Ok(())
     }
@@ -279,8 +304,8 @@ impl<T> WriteField<T> for ExtraMap {
 /// One entry of a `map<string, string>`: a message with the key in field 1 and the value in
 /// field 2, each left out when empty.
 #[inline]
-fn map_entry(out: &mut Vec<u8>, tag: u32, k: &str, v: &str) {
-    let part = |s: &str| {
+fn map_entry(out: &mut Vec<u8>, tag: u32, k: &str, v: &[u8]) {
+    let part = |s: &[u8]| {
         if s.is_empty() {
             0
         } else {
@@ -288,12 +313,12 @@ fn map_entry(out: &mut Vec<u8>, tag: u32, k: &str, v: &str) {
         }
     };
     key(out, tag, LEN);
-    varint(out, (part(k) + part(v)) as u64);
+    varint(out, (part(k.as_bytes()) + part(v)) as u64);
     if !k.is_empty() {
         bytes_field(out, 1, k.as_bytes());
     }
     if !v.is_empty() {
-        bytes_field(out, 2, v.as_bytes());
+        bytes_field(out, 2, v);
     }
 }
 

@@ -286,6 +286,17 @@ pub struct Http {
     client: HttpClient,
 }
 
+impl Http {
+    /// A client for a server at `addr` (`host:port`, plain HTTP) that this harness did not
+    /// start, such as one running in the test's own process.
+    pub fn to(addr: &str) -> Http {
+        Http {
+            base: format!("http://{addr}"),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+}
+
 impl TestServer {
     /// A cloneable client for this server.
     pub fn http(&self) -> Http {

@@ -22,6 +22,34 @@ pub struct LocalObjectReference {
     pub name: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConfigMap {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    >,
+    #[prost(btree_map = "string, string", tag = "2")]
+    pub data: ::prost::alloc::collections::BTreeMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(btree_map = "string, bytes", tag = "3")]
+    pub binary_data: ::prost::alloc::collections::BTreeMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::vec::Vec<u8>,
+    >,
+    #[prost(bool, optional, tag = "4")]
+    pub immutable: ::core::option::Option<bool>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConfigMapList {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ListMeta,
+    >,
+    #[prost(message, repeated, tag = "2")]
+    pub items: ::prost::alloc::vec::Vec<ConfigMap>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ServiceAccount {
     #[prost(message, optional, tag = "1")]
     pub metadata: ::core::option::Option<
