@@ -1,11 +1,9 @@
 //! The Rust `kube` client (kube 5 with k8s-openapi types) against the real binary: ServiceAccount
 //! and Namespace create/get/list/replace/merge-patch/delete, conflicts, NotFound and list paging.
 
-mod common;
-
 use std::time::Duration;
 
-use common::TestServer;
+use crate::common::TestServer;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Preconditions;

@@ -1,11 +1,9 @@
 //! Updates over HTTP (spec §4.6, §4.7, §4.9): PUT with optimistic concurrency, the four patch
 //! types, server-side apply with managedFields and conflicts, dry run, and field validation.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{assert_status, rv_of, sa_path, Reply, TestServer};
+use crate::common::{assert_status, rv_of, sa_path, Reply, TestServer};
 use serde_json::{json, Value};
 
 const JSON_PATCH: &str = "application/json-patch+json";
@@ -15,7 +13,7 @@ const APPLY: &str = "application/apply-patch+yaml";
 
 async fn create_sa(s: &TestServer, name: &str, extra: Value) -> Value {
     let mut body = json!({"metadata": {"name": name}});
-    common::merge(&mut body, &extra);
+    crate::common::merge(&mut body, &extra);
     let r = s.post_json(&sa_path("default"), &body).await;
     assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
     r.json()

@@ -2,11 +2,9 @@
 //! from `--token-auth-file`, ServiceAccount tokens (refused once their ServiceAccount is
 //! deleted or recreated), the anonymous user, and SelfSubjectReview.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{assert_status, sa_path, Http, Reply, TestServer};
+use crate::common::{assert_status, sa_path, Http, Reply, TestServer};
 use serde_json::{json, Value};
 
 const TOKENS: &str =

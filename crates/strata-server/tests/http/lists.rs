@@ -2,12 +2,12 @@
 //! selectors (list and deletecollection), and the `resourceVersion`/`resourceVersionMatch` tables
 //! of spec §4.11 for get and list. Watch has its own file (watch.rs).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{assert_status, enc, item_names, rv_of, sa_path, within, Http, Reply, TestServer};
+use crate::common::{
+    assert_status, enc, item_names, rv_of, sa_path, within, Http, Reply, TestServer,
+};
 use serde_json::{json, Value};
 
 /// Deadline of one test; generous for a loaded two-core machine.

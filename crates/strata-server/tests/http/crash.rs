@@ -1,11 +1,9 @@
 //! Durability: every write acknowledged before a SIGKILL is there after a restart.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestServer;
+use crate::common::TestServer;
 use serde_json::json;
 use tokio::sync::Mutex;
 

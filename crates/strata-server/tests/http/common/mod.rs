@@ -1,9 +1,8 @@
 //! Test support: starts the real `strata` binary on 127.0.0.1 with a temporary data directory
 //! and talks to it over HTTP.
-#![allow(dead_code)] // Each test binary uses a different part of this module.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -20,7 +19,6 @@ type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Ful
 pub struct TestServer {
     child: Option<Child>,
     pub addr: String,
-    pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     client: HttpClient,
 }
@@ -137,7 +135,6 @@ impl TestServer {
         TestServer {
             child: Some(child),
             addr,
-            data_dir: data_dir.to_path_buf(),
             _tmp: None,
             client: Client::builder(TokioExecutor::new()).build_http(),
         }
@@ -718,31 +715,6 @@ impl WatchStream {
                 ),
             }
         }
-    }
-
-    /// The whole body of a non-streaming answer (e.g. an error Status), as JSON.
-    pub async fn body_json(&mut self) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        while !self.ended {
-            match tokio::time::timeout_at(deadline, self.body.frame()).await {
-                Err(_) => panic!("GET {}: the body did not end", self.path),
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => panic!("GET {}: the body broke: {e}", self.path),
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
-                    }
-                }
-            }
-        }
-        let body = std::mem::take(&mut self.buf);
-        serde_json::from_slice(&body).unwrap_or_else(|e| {
-            panic!(
-                "GET {}: the body is not JSON ({e}): {}",
-                self.path,
-                String::from_utf8_lossy(&body)
-            )
-        })
     }
 }
 

@@ -1,9 +1,7 @@
 //! Media types over HTTP: YAML request and response bodies on every verb and for errors, and
 //! what is refused (415 for unreadable bodies, 406 for unservable answers).
 
-mod common;
-
-use common::{assert_status, TestServer};
+use crate::common::{assert_status, TestServer};
 
 const YAML: &str = "application/yaml";
 

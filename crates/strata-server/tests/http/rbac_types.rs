@@ -4,15 +4,13 @@
 //! independent build of Kubernetes' protos (`k8s-pb`), Kubernetes' validation messages, the
 //! immutable `roleRef`, strategic merge and server-side apply driven by the schema, and kubectl's
 //! `create role|clusterrole|rolebinding|clusterrolebinding`. Authorization decided by these
-//! objects is tests/rbac.rs, not this file.
-
-mod common;
+//! objects is the `rbac` module, not this one.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{assert_status, run_with_timeout, rv_of, Finished, TestServer};
+use crate::common::{assert_status, run_with_timeout, rv_of, Finished, TestServer};
 use k8s_pb::api::rbac::v1 as rbac;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
@@ -98,7 +96,7 @@ fn role_binding_path(name: &str) -> String {
     format!("{}/{name}", KINDS[2].collection())
 }
 
-fn body_text(r: &common::Reply) -> String {
+fn body_text(r: &crate::common::Reply) -> String {
     String::from_utf8_lossy(&r.body).into_owned()
 }
 
@@ -275,7 +273,7 @@ async fn lifecycle(s: &TestServer, k: &Kind) {
         .get(&format!("{base}?labelSelector=step%3Dtwo"))
         .await
         .json();
-    assert_eq!(common::item_names(&list), [name.as_str()], "{list}");
+    assert_eq!(crate::common::item_names(&list), [name.as_str()], "{list}");
 
     let r = s.delete(&path).await;
     assert_eq!(r.code(), 200, "delete {}: {}", k.kind, body_text(&r));
@@ -288,7 +286,7 @@ async fn lifecycle(s: &TestServer, k: &Kind) {
 async fn each_kind_has_the_full_lifecycle_and_watch() {
     let s = TestServer::start();
     for k in &KINDS {
-        common::within(Duration::from_secs(60), lifecycle(&s, k)).await;
+        crate::common::within(Duration::from_secs(60), lifecycle(&s, k)).await;
     }
 
     // deletecollection, by label.
@@ -310,7 +308,7 @@ async fn each_kind_has_the_full_lifecycle_and_watch() {
         .await;
     assert_eq!(r.code(), 200, "{}", body_text(&r));
     assert_eq!(
-        common::item_names(&s.get(&base).await.json()),
+        crate::common::item_names(&s.get(&base).await.json()),
         ["kept"],
         "deletecollection"
     );
@@ -353,7 +351,7 @@ fn pb_meta(name: &str) -> Option<meta::ObjectMeta> {
 }
 
 /// Sends a protobuf body and asks for protobuf back.
-async fn send_pb(s: &TestServer, method: &str, path: &str, body: &[u8]) -> common::Reply {
+async fn send_pb(s: &TestServer, method: &str, path: &str, body: &[u8]) -> crate::common::Reply {
     s.send(
         method,
         path,
@@ -521,7 +519,7 @@ async fn validation_follows_kubernetes() {
     let bindings = KINDS[2].collection();
     let cluster_bindings = KINDS[3].collection();
     let with = |mut v: Value, patch: Value| {
-        common::merge(&mut v, &patch);
+        crate::common::merge(&mut v, &patch);
         v
     };
 

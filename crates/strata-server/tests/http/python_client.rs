@@ -5,12 +5,10 @@
 //! Skipped with a loud notice when `python3` or its `kubernetes` package is missing (see
 //! /work/shared/tools/install-clients.sh).
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::{run_with_timeout, TestServer};
+use crate::common::{run_with_timeout, TestServer};
 
 const SCRIPT: &str = r#"
 import json

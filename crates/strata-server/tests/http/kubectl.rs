@@ -5,13 +5,11 @@
 //! A missing kubectl binary skips its tests with a loud notice (see
 //! /work/shared/tools/install-clients.sh); a present one is asserted on for real.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run_with_timeout, Finished, TestServer};
+use crate::common::{run_with_timeout, Finished, TestServer};
 use serde_json::{json, Value};
 
 /// How long one kubectl invocation may take before it counts as hung.

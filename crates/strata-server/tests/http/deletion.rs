@@ -2,11 +2,9 @@
 //! deletion, DeleteOptions in every form, deletecollection, namespace termination (with its
 //! sub-resources and a restart in the middle), and forced deletion of unreadable objects.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{assert_status, item_names, rv_of, sa_path, within, Http, TestServer};
+use crate::common::{assert_status, item_names, rv_of, sa_path, within, Http, TestServer};
 use prost::Message;
 use serde_json::{json, Value};
 

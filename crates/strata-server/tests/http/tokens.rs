@@ -2,11 +2,9 @@
 //! signature checks out against the published JWKS, the errors Kubernetes gives, and a signing
 //! key that survives a restart.
 
-mod common;
-
+use crate::common::{assert_status, sa_path, TestServer};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::{assert_status, sa_path, TestServer};
 use p256::ecdsa::signature::Verifier;
 use p256::ecdsa::{Signature, VerifyingKey};
 use serde_json::{json, Value};

@@ -3,12 +3,10 @@
 //! is gone from all of them, its open watches ended. The server runs in this test's process so
 //! the test can reach its registry.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{assert_status, Http, WatchOptions, WatchStream};
+use crate::common::{assert_status, Http, WatchOptions, WatchStream};
 use serde_json::{json, Value};
 use strata_object::builtin::{closure, schema_catalog};
 use strata_object::resource::{NameRule, Scope};

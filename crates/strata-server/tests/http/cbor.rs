@@ -2,9 +2,7 @@
 //! when on, request and response bodies, errors, watch streams as CBOR sequences, and
 //! server-side apply in CBOR. Bodies are checked with ciborium, independently of Strata's codec.
 
-mod common;
-
-use common::{assert_status, sa_path, TestServer};
+use crate::common::{assert_status, sa_path, TestServer};
 use serde_json::{json, Value};
 
 const CBOR: &str = "application/cbor";

@@ -2,14 +2,12 @@
 //! default list-then-watch and with streaming lists, a reflector fed during concurrent churn ends
 //! up holding exactly what the server lists. Raw watch semantics are in watch.rs.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{within, TestServer};
+use crate::common::{within, TestServer};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

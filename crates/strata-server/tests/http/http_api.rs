@@ -1,10 +1,8 @@
 //! The ServiceAccount and Namespace API over JSON, driven with raw HTTP against the real binary.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{assert_status, within, TestServer};
+use crate::common::{assert_status, within, TestServer};
 use serde_json::{json, Value};
 
 const SA: &str = "/api/v1/namespaces/default/serviceaccounts";
@@ -632,7 +630,7 @@ async fn restart_keeps_data_and_sigterm_is_graceful() {
 }
 
 /// ConfigMaps, the proof that a kind is a registration: create, Kubernetes' validation,
-/// immutability and discovery (protobuf: tests/protobuf.rs).
+/// immutability and discovery (protobuf: the `protobuf` module).
 #[tokio::test]
 async fn config_maps() {
     let s = TestServer::start();

@@ -1,9 +1,7 @@
 //! The protobuf encoding over HTTP, checked against an independent build of Kubernetes' protos
 //! (the `k8s-pb` crate): what Strata encodes decodes there, and what it encodes decodes here.
 
-mod common;
-
-use common::{assert_status, TestServer};
+use crate::common::{assert_status, TestServer};
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};

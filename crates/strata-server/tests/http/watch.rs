@@ -3,14 +3,12 @@
 //! guarantees under concurrent writers, slow watchers, restarts and the one-encode-per-event
 //! property of the watch cache. Clients' use of watch is tested with the clients themselves.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     assert_status, assert_status_value, enc, metric_value, name_of, rv_of, sa_path, within, Http,
     Next, TestServer, WatchOptions, WatchStream,
 };

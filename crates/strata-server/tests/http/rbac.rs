@@ -3,9 +3,7 @@
 //! 403 wording, dry run authorized like the real request, escalation refused, the default
 //! cluster roles, and access reviews.
 
-mod common;
-
-use common::{sa_path, Http, Reply, TestServer};
+use crate::common::{sa_path, Http, Reply, TestServer};
 use serde_json::{json, Value};
 
 const TOKENS: &str = "admin-token,admin,1,system:masters\n\

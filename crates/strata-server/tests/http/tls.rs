@@ -2,12 +2,10 @@
 //! kubeconfig works as written, a ServiceAccount token authenticates, the CA and admin token
 //! survive a restart, and an operator's own certificate can replace the generated one.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::TestServer;
+use crate::common::TestServer;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;

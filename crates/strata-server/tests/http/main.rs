@@ -1,0 +1,25 @@
+//! Strata's HTTP integration tests, one module per area, in one test binary (one link instead
+//! of one per file). Each test starts its own server on 127.0.0.1 with a temporary data
+//! directory and speaks to it over HTTP or through a real client.
+
+mod common;
+
+mod authn;
+mod cbor;
+mod crash;
+mod deletion;
+mod http_api;
+mod kube_client;
+mod kube_watch;
+mod kubectl;
+mod lists;
+mod media;
+mod protobuf;
+mod python_client;
+mod rbac;
+mod rbac_types;
+mod runtime_types;
+mod tls;
+mod tokens;
+mod updates;
+mod watch;
