@@ -28,14 +28,22 @@ pub(crate) fn decode_error(e: &serde_json::Error) -> DecodeError {
 /// Encodes `v` as Kubernetes' JSON serializer does: compact with a trailing newline, or
 /// indented by two spaces without one when `pretty`.
 pub fn encode(v: &Value, pretty: bool) -> Vec<u8> {
-    // Serializing a `Value` into memory cannot fail: keys are strings and there is no I/O.
     if pretty {
-        serde_json::to_vec_pretty(v).unwrap_or_default()
+        serde_json::to_vec_pretty(v).expect(INFALLIBLE)
     } else {
-        let mut out = serde_json::to_vec(v).unwrap_or_default();
+        let mut out = compact(v);
         out.push(b'\n');
         out
     }
+}
+
+/// Serializing a `Value` into memory cannot fail: its keys are strings, its numbers finite, and
+/// there is no I/O. A failure would be a bug in serde_json, not a bad input.
+const INFALLIBLE: &str = "a JSON value always serializes";
+
+/// `v` as compact JSON, nothing after it: the stored form, hashes, watch event members.
+pub fn compact(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect(INFALLIBLE)
 }
 
 #[cfg(test)]

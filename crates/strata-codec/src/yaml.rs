@@ -25,8 +25,10 @@ pub(crate) fn document_text(bytes: &[u8]) -> Result<&str, DecodeError> {
 
 /// Encodes `v` as a YAML document.
 pub fn encode(v: &Value) -> Vec<u8> {
-    // Serializing a `Value` cannot fail: keys are strings and there is no I/O.
-    serde_norway::to_string(v).unwrap_or_default().into_bytes()
+    // Serializing a `Value` cannot fail: keys are strings, numbers finite, and no I/O.
+    serde_norway::to_string(v)
+        .expect("a JSON value always serializes as YAML")
+        .into_bytes()
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub fn documents(registry: &Registry) -> BTreeMap<String, Value> {
 
 /// A stable hash of a document, used in `serverRelativeURL` so clients can cache.
 pub fn hash(doc: &Value) -> String {
-    let bytes = serde_json::to_vec(doc).unwrap_or_default();
+    let bytes = strata_codec::json::compact(doc);
     Sha512::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02X}"))

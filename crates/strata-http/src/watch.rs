@@ -92,7 +92,7 @@ impl WatchBody {
                             let mut meta = serde_json::Map::new();
                             meta.insert("resourceVersion".into(), o.resource_version().into());
                             let t = table::table(&[o], meta, include, target, columns);
-                            Bytes::from(serde_json::to_vec(&t).unwrap_or_default())
+                            Bytes::from(strata_codec::json::compact(&t))
                         })
                     }
                 };
@@ -100,12 +100,12 @@ impl WatchBody {
             }
             StreamItem::Bookmark(v) => (
                 "BOOKMARK",
-                Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                Bytes::from(strata_codec::json::compact(&v)),
                 false,
             ),
             StreamItem::Error(s) => (
                 "ERROR",
-                Bytes::from(serde_json::to_vec(&s.to_value()).unwrap_or_default()),
+                Bytes::from(strata_codec::json::compact(&s.to_value())),
                 true,
             ),
         };

@@ -1255,7 +1255,7 @@ fn generated_name(base: &str) -> String {
 fn encode_stored(obj: &Object) -> Bytes {
     let mut v = obj.clone();
     v.set_resource_version("");
-    Bytes::from(serde_json::to_vec(v.as_map()).unwrap_or_default())
+    Bytes::from(strata_codec::json::compact(&v.into_value()))
 }
 
 /// Reads a stored object back and stamps its resource version; a value that does not decode is

@@ -79,7 +79,7 @@ impl TokenIssuer {
     /// Signs `claims` as a compact JWS.
     fn sign(&self, claims: &Value) -> String {
         let header = json!({"alg": "ES256", "kid": self.key_id});
-        let encode = |v: &Value| URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap_or_default());
+        let encode = |v: &Value| URL_SAFE_NO_PAD.encode(strata_codec::json::compact(v));
         let input = format!("{}.{}", encode(&header), encode(claims));
         let signature: Signature = self.key.sign(input.as_bytes());
         format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))

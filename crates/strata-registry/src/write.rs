@@ -185,7 +185,7 @@ pub(crate) fn invalid_patch(value: &Value, why: &str) -> Status {
         "",
         &[FieldError::invalid_string(
             "patch",
-            &serde_json::to_string(value).unwrap_or_default(),
+            &String::from_utf8_lossy(&strata_codec::json::compact(value)),
             why,
         )],
     )
@@ -256,7 +256,7 @@ pub(crate) fn applied_config(
     namespace: &str,
     name: &str,
 ) -> Result<Value, Status> {
-    let text = || serde_json::to_string(&config).unwrap_or_default();
+    let text = || String::from_utf8_lossy(&strata_codec::json::compact(&config)).into_owned();
     let Some(members) = config.as_object() else {
         return Err(Status::bad_request(
             "error decoding patch: the applied configuration must be an object",

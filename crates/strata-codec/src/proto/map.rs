@@ -335,7 +335,7 @@ impl Field<Option<meta::FieldsV1>> for Fields {
         match present(m, key) {
             None => Ok(None),
             Some(v @ Value::Object(_)) => Ok(Some(meta::FieldsV1 {
-                raw: Some(serde_json::to_vec(v).unwrap_or_default()),
+                raw: Some(crate::json::compact(v)),
             })),
             Some(other) => Err(wrong(key, "object", other)),
         }

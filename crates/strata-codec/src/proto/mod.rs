@@ -197,7 +197,7 @@ pub fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     };
     let mut out = Vec::with_capacity(MAGIC.len() + unknown.encoded_len());
     out.extend_from_slice(&MAGIC);
-    unknown.encode(&mut out).unwrap_or_default();
+    unknown.encode_raw(&mut out);
     out
 }
 
@@ -306,7 +306,7 @@ pub fn watch_frame(event_type: &str, enveloped_object: &[u8]) -> Vec<u8> {
     let len = ev.encoded_len();
     let mut out = Vec::with_capacity(4 + len);
     out.extend_from_slice(&(len as u32).to_be_bytes());
-    ev.encode(&mut out).unwrap_or_default();
+    ev.encode_raw(&mut out);
     out
 }
 
