@@ -1,0 +1,353 @@
+//! Request routing: discovery, OpenAPI, health, metrics and the issuer documents here; resource
+//! endpoints in `verbs` and `subresources`, with their options, bodies and rendering beside them.
+
+mod body;
+mod options;
+mod render;
+mod reviews;
+mod subresources;
+mod verbs;
+
+pub(crate) use self::render::protobuf_of;
+
+use http::{header, HeaderMap, Method, Request, Response};
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+use strata_object::Status;
+
+use self::reviews::{
+    access_review, self_subject_review, SELF_SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_REVIEWS,
+    SUBJECT_ACCESS_REVIEWS,
+};
+use self::verbs::resource;
+use crate::query::Query;
+use crate::request::RequestInfo;
+use crate::respond::{self, Body, Render};
+use crate::{access, discovery, openapi, Frontend};
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+fn render_for(fe: &Frontend, headers: &HeaderMap, query: &Query) -> Render {
+    let ua = header_str(headers, header::USER_AGENT);
+    let pretty = query.bool("pretty")
+        || ua.starts_with("curl")
+        || ua.starts_with("Wget")
+        || ua.starts_with("Mozilla/5.0");
+    let accept = header_str(headers, header::ACCEPT);
+    Render {
+        pretty,
+        errors: fe.config.formats.error_output(accept),
+    }
+}
+
+/// Routes one request to discovery, OpenAPI, health or a resource handler.
+pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query());
+    let render = render_for(fe, req.headers(), &query);
+    let method = req.method().clone();
+    let get_only = |resp: Response<Body>| {
+        if method == Method::GET || method == Method::HEAD {
+            resp
+        } else {
+            respond::status(&Status::method_not_allowed(), render)
+        }
+    };
+    let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    match path.as_str() {
+        "/healthz" | "/livez" | "/readyz" | "/healthz/ping" | "/livez/ping" | "/readyz/ping" => {
+            return get_only(respond::text(200, "ok"))
+        }
+        "/version" | "/version/" => return get_only(version(fe, render)),
+        _ => {}
+    }
+    // Everything else needs an identity: a valid token, or anonymous access where allowed.
+    let user = match fe
+        .authenticator
+        .authenticate(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        )
+        .await
+    {
+        Ok(user) => user,
+        Err(s) => return respond::status(&s, render),
+    };
+    if let Some(rbac) = &fe.rbac {
+        rbac.catch_up().await;
+    }
+    // `Impersonate-*` headers: act as someone else, if allowed to.
+    let user = match access::impersonate(fe.authorizer.as_ref(), req.headers(), user) {
+        Ok(user) => user,
+        Err(s) => return respond::status(&s, render),
+    };
+    // Then permission, for what the request asks (a dry run asks the same as the real thing).
+    let attrs = access::attributes(&method, &path, &query, &user);
+    if let Err(s) = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs) {
+        return respond::status(&s, render);
+    }
+    match path.as_str() {
+        "/metrics" => return get_only(metrics(fe)),
+        SELF_SUBJECT_REVIEWS => {
+            return match self_subject_review(fe, req, &user, &accept, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            }
+        }
+        SELF_SUBJECT_ACCESS_REVIEWS | SUBJECT_ACCESS_REVIEWS => {
+            let kind = if path == SUBJECT_ACCESS_REVIEWS {
+                "SubjectAccessReview"
+            } else {
+                "SelfSubjectAccessReview"
+            };
+            return match access_review(fe, req, &user, kind, "", &accept, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            };
+        }
+        "/.well-known/openid-configuration" => return get_only(openid_configuration(fe, render)),
+        "/openid/v1/jwks" => return get_only(jwks(fe, render)),
+        "/api" | "/api/" => {
+            let host = header_str(req.headers(), header::HOST).to_string();
+            return get_only(discovery_response(
+                &accept,
+                || discovery::aggregated(&fe.registry, true),
+                || discovery::api_versions(&host),
+                render,
+            ));
+        }
+        "/apis" | "/apis/" => {
+            return get_only(discovery_response(
+                &accept,
+                || discovery::aggregated(&fe.registry, false),
+                || discovery::api_group_list(&fe.registry),
+                render,
+            ))
+        }
+        "/openapi/v3" | "/openapi/v3/" => {
+            return get_only(respond::json(
+                200,
+                &openapi::index(&fe.openapi()),
+                render,
+                "application/json",
+            ))
+        }
+        _ => {}
+    }
+    if let Some(ns) = path
+        .strip_prefix("/apis/authorization.k8s.io/v1/namespaces/")
+        .and_then(|rest| rest.strip_suffix("/localsubjectaccessreviews"))
+        .filter(|ns| !ns.is_empty() && !ns.contains('/'))
+    {
+        let ns = ns.to_string();
+        return match access_review(
+            fe,
+            req,
+            &user,
+            "LocalSubjectAccessReview",
+            &ns,
+            &accept,
+            render,
+        )
+        .await
+        {
+            Ok(resp) => resp,
+            Err(s) => respond::status(&s, render),
+        };
+    }
+    if let Some(doc_path) = path.strip_prefix("/openapi/v3/") {
+        return get_only(match fe.openapi().get(doc_path) {
+            Some(doc) => respond::json(200, doc, render, "application/json"),
+            None => respond::status(&Status::path_not_found(), render),
+        });
+    }
+    if let Some(resp) = group_discovery(fe, &path, render) {
+        return get_only(resp);
+    }
+    match RequestInfo::parse(&path) {
+        Some(info) => {
+            // A type without a protobuf form answers its errors in JSON too.
+            let render = match fe
+                .registry
+                .lookup(&info.group, &info.version, &info.resource)
+            {
+                Some(rt) if !rt.info.protobuf => render.without_protobuf(),
+                _ => render,
+            };
+            match resource(fe, req, info, query, &user, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            }
+        }
+        None if path.starts_with("/api/") || path.starts_with("/apis/") => {
+            respond::status(&Status::path_not_found(), render)
+        }
+        None => respond::text(404, "404 page not found\n"),
+    }
+}
+
+/// Prometheus text exposition of the watch caches' counters.
+fn metrics(fe: &Frontend) -> Response<Body> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let families: [(&str, &str, &str); 5] = [
+        (
+            "strata_watch_cache_objects",
+            "gauge",
+            "Objects held by the watch cache.",
+        ),
+        (
+            "strata_watch_cache_window_events",
+            "gauge",
+            "Events in the watch cache's window.",
+        ),
+        ("strata_watch_cache_watchers", "gauge", "Open watchers."),
+        (
+            "strata_watch_cache_events_dispatched_total",
+            "counter",
+            "Events handed to watchers.",
+        ),
+        (
+            "strata_watch_cache_watchers_overflowed_total",
+            "counter",
+            "Watchers closed for falling behind.",
+        ),
+    ];
+    let all = fe.registry.cache_metrics();
+    let labels = |m: &strata_registry::CacheMetrics| {
+        let (resource, group) = m.resource.split_once('.').unwrap_or((&m.resource, ""));
+        format!("group=\"{group}\",resource=\"{resource}\"")
+    };
+    for (i, (name, kind, help)) in families.iter().enumerate() {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for m in &all {
+            let v = match i {
+                0 => m.objects as u64,
+                1 => m.window_events as u64,
+                2 => m.watchers as u64,
+                3 => m.events_dispatched,
+                _ => m.watchers_overflowed,
+            };
+            let _ = writeln!(out, "{name}{{{}}} {v}", labels(m));
+        }
+    }
+    let name = "strata_watch_cache_events_encoded_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Object versions encoded by the watch cache, per encoding.\n# TYPE {name} counter"
+    );
+    for m in &all {
+        for (encoding, n) in &m.encodes {
+            let _ = writeln!(out, "{name}{{{},encoding=\"{encoding}\"}} {n}", labels(m));
+        }
+    }
+    let mut resp = Response::new(respond::full(out));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
+fn version(fe: &Frontend, render: Render) -> Response<Body> {
+    let v = &fe.config.git_version;
+    let minor = v
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .unwrap_or("31")
+        .to_string();
+    respond::json(
+        200,
+        &json!({
+            "major": "1",
+            "minor": minor,
+            "gitVersion": v,
+            "gitCommit": option_env!("STRATA_GIT_COMMIT").unwrap_or("unknown"),
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "rust",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        }),
+        render,
+        "application/json",
+    )
+}
+
+/// Serves the aggregated form when the client lists it in `Accept`, else the legacy form.
+fn discovery_response(
+    accept: &str,
+    aggregated: impl FnOnce() -> Value,
+    legacy: impl FnOnce() -> Value,
+    render: Render,
+) -> Response<Body> {
+    for range in strata_codec::media::parse_accept(accept) {
+        let m = &range.media;
+        if m.essence == "application/json"
+            && m.param("as") == Some("APIGroupDiscoveryList")
+            && m.param("g") == Some("apidiscovery.k8s.io")
+            && m.param("v") == Some("v2")
+        {
+            let mut resp = respond::json(200, &aggregated(), render, discovery::AGGREGATED_V2);
+            resp.headers_mut()
+                .insert(header::VARY, header::HeaderValue::from_static("Accept"));
+            return resp;
+        }
+        if range.matches("application/json") && m.param("as").is_none() {
+            break;
+        }
+    }
+    respond::json(200, &legacy(), render, "application/json")
+}
+
+/// `/api/<v>`, `/apis/<g>`, `/apis/<g>/<v>`.
+fn group_discovery(fe: &Frontend, path: &str, render: Render) -> Option<Response<Body>> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let doc = match segments.as_slice() {
+        ["api", version] => discovery::api_resource_list(&fe.registry, "", version),
+        ["apis", group] => discovery::api_group_for(&fe.registry, group),
+        ["apis", group, version] => discovery::api_resource_list(&fe.registry, group, version),
+        _ => return None,
+    };
+    Some(match doc {
+        Some(d) => respond::json(200, &d, render, "application/json"),
+        None => respond::status(&Status::path_not_found(), render),
+    })
+}
+
+/// `/.well-known/openid-configuration`: where ServiceAccount token verifiers find the keys.
+fn openid_configuration(fe: &Frontend, render: Render) -> Response<Body> {
+    let Some(issuer) = fe.registry.token_issuer() else {
+        return respond::status(
+            &Status::service_unavailable("the token signer is not loaded yet"),
+            render,
+        );
+    };
+    let iss = issuer.issuer().trim_end_matches('/');
+    let doc = json!({
+        "issuer": issuer.issuer(),
+        "jwks_uri": format!("{iss}/openid/v1/jwks"),
+        "response_types_supported": ["id_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["ES256"],
+    });
+    respond::json(200, &doc, render, "application/json")
+}
+
+/// `/openid/v1/jwks`: the public key of ServiceAccount tokens.
+fn jwks(fe: &Frontend, render: Render) -> Response<Body> {
+    match fe.registry.token_issuer() {
+        Some(issuer) => respond::json(200, &issuer.jwks(), render, "application/jwk-set+json"),
+        None => respond::status(
+            &Status::service_unavailable("the token signer is not loaded yet"),
+            render,
+        ),
+    }
+}

@@ -1,0 +1,142 @@
+//! Objects and lists in the negotiated representation: JSON from the cache's bytes, protobuf
+//! assembled from per-object messages, Tables, YAML and CBOR.
+
+use bytes::Bytes;
+use http::Response;
+use serde_json::{json, Map, Value};
+use strata_object::{Object, Status};
+use strata_registry::{list_json, list_objects, ObjectList, RegisteredType};
+
+use crate::negotiate::Output;
+use crate::respond::{self, Body, Render};
+use crate::table::{self, IncludeObject};
+
+/// A list page in the negotiated representation.
+pub(crate) fn list_response(
+    rt: &RegisteredType,
+    list: ObjectList,
+    output: &Output,
+    include: IncludeObject,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    Ok(match output {
+        Output::Json if !render.pretty => {
+            respond::bytes(200, list_json(&rt.info, &list), "application/json")
+        }
+        Output::Protobuf(name) => {
+            // Assembled from each object's message, encoded once per object version.
+            let (api_version, kind) = (rt.info.api_version(), &rt.info.kind);
+            let items = list
+                .items
+                .iter()
+                .map(|obj| protobuf_message_of(obj, &api_version, kind))
+                .collect::<Result<Vec<Bytes>, Status>>()?;
+            let body = strata_codec::proto::list_envelope(
+                &rt.info.api_version(),
+                &rt.info.list_kind,
+                &list.resource_version,
+                &list.continue_token,
+                list.remaining_item_count,
+                items.iter().map(|b| b.as_ref()),
+            );
+            respond::bytes(200, body, name)
+        }
+        Output::Json | Output::Yaml | Output::Cbor => {
+            let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
+                .map_err(|e| Status::internal(e.to_string()))?;
+            respond::value(200, &v, output, render)
+        }
+        Output::Table(target) => {
+            let mut meta = Map::new();
+            meta.insert("resourceVersion".into(), json!(list.resource_version));
+            if !list.continue_token.is_empty() {
+                meta.insert("continue".into(), json!(list.continue_token));
+            }
+            if let Some(n) = list.remaining_item_count {
+                meta.insert("remainingItemCount".into(), json!(n));
+            }
+            let items = list_objects(&list)?;
+            let t = table::table(&items, meta, include, target, true);
+            respond::json(200, &t, render, "application/json")
+        }
+    })
+}
+
+/// The enveloped protobuf of a cached object, made once per object version.
+pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Result<Bytes, Status> {
+    cached_protobuf(obj, "protobuf", strata_codec::proto::encode)
+}
+
+/// The protobuf message (no envelope) of a cached object of `kind`, made once per object
+/// version: the items of protobuf lists.
+pub(crate) fn protobuf_message_of(
+    obj: &strata_registry::CachedObject,
+    api_version: &str,
+    kind: &str,
+) -> Result<Bytes, Status> {
+    cached_protobuf(obj, "protobuf-message", |v| {
+        strata_codec::proto::encode_message(api_version, kind, v)
+    })
+}
+
+/// One protobuf encoding of a cached object, kept under `name` on the object version. An
+/// object that cannot be encoded (no valid encoding is empty) is logged once and answered 500.
+pub(crate) fn cached_protobuf<E: std::fmt::Display>(
+    obj: &strata_registry::CachedObject,
+    name: &str,
+    encode: impl FnOnce(&Value) -> Result<Vec<u8>, E>,
+) -> Result<Bytes, Status> {
+    let bytes = obj.encoded(name, |c| {
+        let encoded = serde_json::from_slice::<Value>(c.json())
+            .map_err(|e| e.to_string())
+            .and_then(|v| encode(&v).map_err(|e| e.to_string()));
+        match encoded {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                tracing::error!(key = c.key(), %e, "cannot encode a stored object as protobuf");
+                Bytes::new()
+            }
+        }
+    });
+    if bytes.is_empty() {
+        return Err(Status::internal(format!(
+            "object {} has no protobuf encoding",
+            obj.key()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A write's response: the object, with one `Warning` header per field-validation warning.
+pub(crate) fn written_response(
+    code: u16,
+    written: strata_registry::Written,
+    output: &Output,
+    include: IncludeObject,
+    render: Render,
+) -> Response<Body> {
+    let mut resp = object_response(code, written.object, output, include, render);
+    respond::add_warnings(&mut resp, &written.warnings);
+    resp
+}
+
+/// Renders one object in the negotiated representation.
+pub(crate) fn object_response(
+    code: u16,
+    obj: Object,
+    output: &Output,
+    include: IncludeObject,
+    render: Render,
+) -> Response<Body> {
+    match output {
+        Output::Json | Output::Yaml | Output::Protobuf(_) | Output::Cbor => {
+            respond::value(code, &obj.into_value(), output, render)
+        }
+        Output::Table(target) => {
+            let mut meta = Map::new();
+            meta.insert("resourceVersion".into(), json!(obj.resource_version()));
+            let t = table::table(&[obj], meta, include, target, true);
+            respond::json(code, &t, render, "application/json")
+        }
+    }
+}

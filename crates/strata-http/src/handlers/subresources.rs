@@ -1,0 +1,95 @@
+//! Sub-resources of objects: `status` and `finalize` (the object itself, of which only a part
+//! may change) and a ServiceAccount's `token`.
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use strata_object::Status;
+use strata_registry::RegisteredType;
+
+use super::body::object_body;
+use super::options::{dry_run, write_options};
+use super::render::{object_response, written_response};
+use super::verbs::patch_object;
+use crate::negotiate::Offer;
+use crate::query::Query;
+use crate::request::RequestInfo;
+use crate::respond::{self, Body, Render};
+use crate::table::IncludeObject;
+use crate::Frontend;
+
+pub(crate) async fn subresource(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    rt: &RegisteredType,
+    info: &RequestInfo,
+    accept: &str,
+    render: Render,
+) -> Result<Response<Body>, Status> {
+    let sub = rt
+        .info
+        .subresource(&info.subresource)
+        .ok_or_else(Status::path_not_found)?;
+    // Reading a namespace's status is reading the namespace.
+    if sub.name == "status" && req.method() == Method::GET {
+        let output = fe
+            .config
+            .formats
+            .output(accept, Offer::for_type(&rt.info, true))?;
+        let obj = fe.registry.get(rt, &info.namespace, &info.name, "").await?;
+        return Ok(object_response(
+            200,
+            obj,
+            &output,
+            IncludeObject::Metadata,
+            render,
+        ));
+    }
+    if sub.name == "token" && req.method() == Method::POST {
+        let output = fe.config.formats.output(accept, Offer::PLAIN)?;
+        let query = Query::parse(req.uri().query());
+        // Validated like any create; a token request stores nothing either way.
+        dry_run(&query, &[], "CreateOptions")?;
+        let body = object_body(fe, req, &sub.kind).await?;
+        let answer = fe
+            .registry
+            .create_token(rt, &info.namespace, &info.name, body.value)
+            .await?;
+        return Ok(respond::value(201, &answer, &output, render));
+    }
+    let writable = match *req.method() {
+        Method::PUT => sub.verbs.contains(&strata_object::Verb::Update),
+        Method::PATCH => sub.verbs.contains(&strata_object::Verb::Patch),
+        _ => false,
+    };
+    if writable && sub.kind.kind == rt.info.kind {
+        // `status` and `finalize`: the object itself, of which the sub-resource may change
+        // only its part.
+        let output = fe
+            .config
+            .formats
+            .output(accept, Offer::for_type(&rt.info, false))?;
+        let query = Query::parse(req.uri().query());
+        let put = req.method() == Method::PUT;
+        let options_kind = if put { "UpdateOptions" } else { "PatchOptions" };
+        let mut opts = write_options(&query, req.headers(), options_kind)?;
+        opts.subresource = sub.name.clone();
+        let (ns, name) = (info.namespace.as_str(), info.name.as_str());
+        let written = if put {
+            let body = object_body(fe, req, &rt.info.gvk()).await?;
+            fe.registry.update(rt, ns, name, body, &opts).await?
+        } else {
+            patch_object(fe, req, rt, ns, name, &query, opts).await?
+        };
+        return Ok(written_response(
+            200,
+            written,
+            &output,
+            IncludeObject::Metadata,
+            render,
+        ));
+    }
+    Err(Status::method_not_allowed_for(
+        &format!("{}/{}", rt.info.resource, sub.name),
+        &req.method().as_str().to_ascii_lowercase(),
+    ))
+}

@@ -1,0 +1,493 @@
+//! Writes: create (system fields, `generateName`), update, patch and apply, all through
+//! `guaranteed_update`'s read, mutate and compare-and-swap; the stages they share are in
+//! `write`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use strata_object::{now_rfc3339, Object, Status};
+use strata_store::{KeyValue, StoreError};
+
+use crate::errors::store_error;
+use crate::version::{to_resource_version, to_revision};
+use crate::{
+    decode_stored, encode_stored, validation, write, Body, FieldValidation, PatchKind,
+    RegisteredType, Registry, Written,
+};
+
+/// A last check of an object about to be stored (the new object, and the stored one on an
+/// update): what the frontend knows and the registry does not, such as who is writing.
+pub type Admit = Arc<dyn Fn(&Object, Option<&Object>) -> Result<(), Status> + Send + Sync>;
+
+/// Options of create, update and patch.
+#[derive(Clone, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: run every stage but store nothing.
+    pub dry_run: bool,
+    /// The manager recorded in managedFields: `fieldManager`, or the frontend's default from the
+    /// User-Agent. Required for apply.
+    pub field_manager: String,
+    pub field_validation: FieldValidation,
+    /// Apply only: take ownership of conflicting fields.
+    pub force: bool,
+    /// The sub-resource written through (`status`, `finalize`), or empty for the object.
+    pub subresource: String,
+    /// Runs after validation, before anything is stored (dry runs included).
+    pub admit: Option<Admit>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("dry_run", &self.dry_run)
+            .field("field_manager", &self.field_manager)
+            .field("field_validation", &self.field_validation)
+            .field("force", &self.force)
+            .field("subresource", &self.subresource)
+            .field("admit", &self.admit.is_some())
+            .finish()
+    }
+}
+
+/// How often a create with `generateName` retries on a name collision.
+pub(crate) const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+pub(crate) fn generated_name(base: &str) -> String {
+    strata_object::names::generate_name(base, rand::random::<u32>)
+}
+
+impl Registry {
+    /// Creates an object from a decoded request body.
+    pub async fn create(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        body: impl Into<Body>,
+        opts: &WriteOptions,
+    ) -> Result<Written, Status> {
+        let (obj, warnings) = self.checked_body(rt, body.into(), opts)?;
+        let object = self.create_object(rt, namespace, obj, opts, true).await?;
+        Ok(Written {
+            object,
+            warnings,
+            created: true,
+        })
+    }
+
+    /// Creates `obj`, already decoded and field-checked. `track` records the write in
+    /// managedFields as an Update (an apply that creates has recorded itself already).
+    pub(crate) async fn create_object(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        mut obj: Object,
+        opts: &WriteOptions,
+        track: bool,
+    ) -> Result<Object, Status> {
+        if rt.info.namespaced() {
+            match obj.namespace() {
+                "" => obj.set_namespace(namespace),
+                ns if ns != namespace => {
+                    return Err(Status::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ))
+                }
+                _ => {}
+            }
+        } else {
+            obj.set_namespace("");
+        }
+        if !obj.resource_version().is_empty() {
+            return Err(Status::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
+        if generate {
+            let base = obj.generate_name().to_string();
+            obj.set_name(&generated_name(&base));
+        }
+        // System fields: the server's, whatever the client sent.
+        obj.set_uid(&uuid::Uuid::new_v4().to_string());
+        obj.set_creation_timestamp(&now_rfc3339());
+        for field in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "generation",
+        ] {
+            obj.set_meta_value(field, None);
+        }
+        // Ownership is recorded for what the client sent, before the kind's own changes.
+        if track {
+            obj = write::track_update(&rt.info, None, obj, opts)?;
+        }
+        rt.strategy.prepare_for_create(&mut obj);
+        obj.drop_empty_metadata();
+        let mut errors = validation::validate_object_meta(&rt.info, &obj);
+        errors.extend(rt.strategy.validate(&obj));
+        if !errors.is_empty() {
+            return Err(Status::invalid(
+                &rt.info.group,
+                &rt.info.kind,
+                obj.name(),
+                &errors,
+            ));
+        }
+        if rt.info.namespaced() {
+            self.check_namespace_open(rt, namespace, obj.name()).await?;
+        }
+        if let Some(admit) = &opts.admit {
+            admit(&obj, None)?;
+        }
+        if opts.dry_run {
+            // A dry run stores nothing but still reports the conflict a real create would meet.
+            let key = rt.info.key(obj.namespace(), obj.name());
+            let (existing, _) = self
+                .store
+                .get(&key, None)
+                .await
+                .map_err(|e| store_error(rt, obj.name(), e))?;
+            if existing.is_some() {
+                return Err(self.already_exists(rt, &obj).await);
+            }
+            return Ok(obj);
+        }
+        let mut attempts = 0;
+        loop {
+            let key = rt.info.key(obj.namespace(), obj.name());
+            match self.store.create(&key, encode_stored(&obj)).await {
+                Ok(kv) => {
+                    obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
+                    return Ok(obj);
+                }
+                Err(StoreError::Exists(_)) if generate && attempts + 1 < GENERATE_NAME_ATTEMPTS => {
+                    attempts += 1;
+                    let base = obj.generate_name().to_string();
+                    obj.set_name(&generated_name(&base));
+                }
+                Err(StoreError::Exists(_)) => {
+                    let mut s = self.already_exists(rt, &obj).await;
+                    if generate {
+                        s.message.push_str(
+                            ", the server was not able to generate a unique name for the object",
+                        );
+                        s = s.with_retry_after(1);
+                    }
+                    return Err(s);
+                }
+                Err(e) => return Err(store_error(rt, obj.name(), e)),
+            }
+        }
+    }
+
+    pub(crate) async fn already_exists(&self, rt: &RegisteredType, obj: &Object) -> Status {
+        let mut s = Status::already_exists(&rt.info.group, &rt.info.resource, obj.name());
+        let key = rt.info.key(obj.namespace(), obj.name());
+        if let Ok((Some(kv), _)) = self.store.get(&key, None).await {
+            if decode_stored(rt, &kv).is_ok_and(|o| !o.deletion_timestamp().is_empty()) {
+                s.message = format!("object is being deleted: {}", s.message);
+            }
+        }
+        s
+    }
+
+    /// A POST or PUT body after field validation, decoded, with its warnings.
+    pub(crate) fn checked_body(
+        &self,
+        rt: &RegisteredType,
+        body: Body,
+        opts: &WriteOptions,
+    ) -> Result<(Object, Vec<String>), Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = body;
+        let warnings = write::check_fields(
+            &rt.info,
+            &mut value,
+            &duplicates,
+            opts.field_validation,
+            write::Stage::Body,
+        )?;
+        Ok((self.decode_body(rt, value)?, warnings))
+    }
+
+    /// Checks the type fields of a body against the endpoint and fills them in when absent.
+    pub(crate) fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
+        let info = &rt.info;
+        write::read_object(info, body).map_err(|e| match e {
+            write::NotThisType::Version(why) => Status::bad_request(why),
+            write::NotThisType::Malformed(why) | write::NotThisType::Kind(why) => {
+                write::undecodable(info, &why)
+            }
+        })
+    }
+
+    /// Replaces an object (PUT). Returns the stored object.
+    pub async fn update(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        body: impl Into<Body>,
+        opts: &WriteOptions,
+    ) -> Result<Written, Status> {
+        let (mut obj, warnings) = self.checked_body(rt, body.into(), opts)?;
+        if obj.name() != name {
+            return Err(Status::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                obj.name()
+            )));
+        }
+        if rt.info.namespaced() {
+            match obj.namespace() {
+                "" => obj.set_namespace(namespace),
+                ns if ns != namespace => {
+                    return Err(Status::bad_request(format!(
+                        "the namespace of the object ({ns}) does not match the namespace on the request ({namespace})"
+                    )))
+                }
+                _ => {}
+            }
+        } else {
+            obj.set_namespace("");
+        }
+        let object = self
+            .guaranteed_update(rt, namespace, name, opts, None, |_| Ok(obj.clone()))
+            .await?;
+        Ok(Written {
+            object,
+            warnings,
+            created: false,
+        })
+    }
+
+    /// Patches an object with a JSON, merge or strategic patch, or applies a configuration
+    /// (server-side apply, which creates the object when it is absent).
+    pub async fn patch(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        kind: PatchKind,
+        patch: impl Into<Body>,
+        opts: &WriteOptions,
+    ) -> Result<Written, Status> {
+        let patch = patch.into();
+        if kind == PatchKind::Strategic && !rt.info.supports_strategic_merge {
+            return Err(Status::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ]));
+        }
+        if kind == PatchKind::Apply {
+            return self.apply(rt, namespace, name, patch, opts).await;
+        }
+        if kind != PatchKind::Json && !patch.value.is_object() {
+            return Err(Status::bad_request(
+                "error decoding patch: the patch must be a JSON object",
+            ));
+        }
+        let mut warnings = Vec::new();
+        let object = self
+            .guaranteed_update(rt, namespace, name, opts, None, |current| {
+                let mut doc = write::apply_patch(
+                    &rt.info,
+                    kind,
+                    &current.clone().into_value(),
+                    &patch.value,
+                )?;
+                let found = write::check_fields(
+                    &rt.info,
+                    &mut doc,
+                    &patch.duplicates,
+                    opts.field_validation,
+                    write::Stage::Patch,
+                )?;
+                warnings = found;
+                self.decode_patched(rt, doc)
+            })
+            .await?;
+        Ok(Written {
+            object,
+            warnings,
+            created: false,
+        })
+    }
+
+    /// Server-side apply: merges the applied configuration into the object, or creates it.
+    pub(crate) async fn apply(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        patch: Body,
+        opts: &WriteOptions,
+    ) -> Result<Written, Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = patch;
+        let warnings = write::check_fields(
+            &rt.info,
+            &mut value,
+            &duplicates,
+            opts.field_validation,
+            write::Stage::Apply,
+        )?;
+        let applied = write::applied_config(&rt.info, value, namespace, name)?;
+        loop {
+            let updated = self
+                .guaranteed_update(rt, namespace, name, opts, Some(&applied), |current| {
+                    Ok(current.clone())
+                })
+                .await;
+            match updated {
+                Ok(object) => {
+                    return Ok(Written {
+                        object,
+                        warnings,
+                        created: false,
+                    })
+                }
+                Err(s) if s.is_not_found() => {}
+                Err(s) => return Err(s),
+            }
+            let obj = write::apply_to(&rt.info, None, &applied, opts)?;
+            let obj = self.decode_body(rt, obj)?;
+            match self.create_object(rt, namespace, obj, opts, false).await {
+                Ok(object) => {
+                    return Ok(Written {
+                        object,
+                        warnings,
+                        created: true,
+                    })
+                }
+                // Created by someone else meanwhile: apply to theirs.
+                Err(s) if s.is_already_exists() => continue,
+                Err(s) => return Err(s),
+            }
+        }
+    }
+
+    /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
+    pub(crate) fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
+        let copy = doc.clone();
+        write::read_object(&rt.info, doc).map_err(|e| write::invalid_patch(&copy, e.why()))
+    }
+
+    /// The read-modify-write loop of every update: reads the current object, builds the new one
+    /// with `mutate`, and swaps it in if nothing changed meanwhile. A conflict retries unless
+    /// the client named the `resourceVersion` it expects (`precondition`).
+    ///
+    /// The new object's `resourceVersion`, when set (by a PUT body, a patch, or an applied
+    /// configuration), is a precondition: it must be the current one, or 409.
+    pub(crate) async fn guaranteed_update(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        opts: &WriteOptions,
+        applied: Option<&Value>,
+        mut mutate: impl FnMut(&Object) -> Result<Object, Status>,
+    ) -> Result<Object, Status> {
+        let info = &rt.info;
+        let key = info.key(namespace, name);
+        loop {
+            let (kv, current) = self.read_current(rt, &key, name).await?;
+            let mut obj = match applied {
+                Some(config) => {
+                    let merged = write::apply_to(info, Some(&current), config, opts)?;
+                    self.decode_patched(rt, merged)?
+                }
+                None => mutate(&current)?,
+            };
+            let precondition = match applied {
+                Some(config) => config
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                None => obj.resource_version(),
+            };
+            if !precondition.is_empty() && precondition != current.resource_version() {
+                to_revision(precondition)?;
+                return Err(Status::stale_conflict(&info.group, &info.resource, name));
+            }
+            let mut errors = validation::validate_object_meta_update(info, &mut obj, &current);
+            if applied.is_none() {
+                obj = write::track_update(info, Some(&current), obj, opts)?;
+            }
+            if opts.subresource.is_empty() {
+                rt.strategy.prepare_for_update(&mut obj, &current);
+            } else {
+                rt.strategy
+                    .prepare_for_subresource_update(&opts.subresource, &mut obj, &current);
+            }
+            obj.drop_empty_metadata();
+            if errors.is_empty() {
+                errors.extend(validation::validate_object_meta(info, &obj));
+                errors.extend(rt.strategy.validate(&obj));
+                errors.extend(rt.strategy.validate_update(&obj, &current));
+            }
+            if !errors.is_empty() {
+                return Err(Status::invalid(&info.group, &info.kind, name, &errors));
+            }
+            if let Some(admit) = &opts.admit {
+                admit(&obj, Some(&current))?;
+            }
+            obj.set_resource_version("");
+            let bytes = encode_stored(&obj);
+            let terminating = !obj.deletion_timestamp().is_empty();
+            if terminating && obj.finalizers().is_empty() && !rt.strategy.holds_deletion(&obj) {
+                // The last finalizer is gone: the update completes the deletion.
+                if opts.dry_run {
+                    obj.set_resource_version(current.resource_version());
+                    return Ok(obj);
+                }
+                match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok(_) => {
+                        obj.set_resource_version(current.resource_version());
+                        return Ok(obj);
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(store_error(rt, name, e)),
+                }
+            }
+            if bytes == kv.value || opts.dry_run {
+                // Nothing changed (or nothing may be stored): no write, no new revision.
+                obj.set_resource_version(current.resource_version());
+                return Ok(if bytes == kv.value { current } else { obj });
+            }
+            match self.store.update(&key, bytes, kv.mod_revision).await {
+                Ok(new_kv) => {
+                    obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
+                    return Ok(obj);
+                }
+                // Retried: a precondition then fails against the newer object, as it should.
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(store_error(rt, name, e)),
+            }
+        }
+    }
+
+    /// Reads the latest stored state of one object, or 404.
+    pub(crate) async fn read_current(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+    ) -> Result<(KeyValue, Object), Status> {
+        let (kv, _) = self
+            .store
+            .get(key, None)
+            .await
+            .map_err(|e| store_error(rt, name, e))?;
+        let Some(kv) = kv else {
+            return Err(Status::not_found(&rt.info.group, &rt.info.resource, name));
+        };
+        let current = decode_stored(rt, &kv)?;
+        Ok((kv, current))
+    }
+}
