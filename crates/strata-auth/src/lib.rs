@@ -8,8 +8,10 @@
 
 pub mod authn;
 pub mod authz;
+pub mod escalation;
 pub mod policy;
 pub mod rbac;
+pub mod review;
 
 use std::collections::BTreeMap;
 

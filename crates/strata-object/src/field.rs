@@ -88,7 +88,7 @@ impl FieldError {
         Self::new(
             FieldErrorKind::Invalid,
             field,
-            Some(format!("{value:?}")),
+            Some(crate::go::quote(value)),
             detail,
         )
     }
@@ -103,11 +103,11 @@ impl FieldError {
 
     /// An Unsupported-value error listing the supported values.
     pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
-        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        let list: Vec<String> = supported.iter().map(|s| crate::go::quote(s)).collect();
         Self::new(
             FieldErrorKind::NotSupported,
             field,
-            Some(format!("{value:?}")),
+            Some(crate::go::quote(value)),
             format!("supported values: {}", list.join(", ")),
         )
     }

@@ -6,6 +6,7 @@
 
 pub mod builtin;
 pub mod field;
+pub mod go;
 pub mod names;
 mod object;
 pub mod resource;

@@ -439,49 +439,11 @@ fn read_fields_v1(map: &Map<String, Value>) -> Result<(FieldSet, bool), String> 
     Ok((set, member))
 }
 
-/// Go's `%q` of a string: double-quoted with Go escapes for quotes, backslashes and
-/// non-printable characters.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if is_printable(c) => out.push(c),
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `unicode.IsPrint`: the ASCII space, and no control, other space,
-/// or common invisible formatting character.
-pub(crate) fn is_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    !matches!(c as u32, 0xAD | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2064 | 0xFEFF)
-}
-
 /// A value as structured-merge-diff prints it inside a path: strings quoted Go-style, other
 /// scalars bare.
 fn display_value(v: &Value) -> String {
     match v {
-        Value::String(s) => go_quote(s),
+        Value::String(s) => strata_object::go::quote(s),
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
@@ -1011,7 +973,7 @@ mod tests {
             ("protocol".into(), PathValue(json!("TCP"))),
         ]);
         assert_eq!(two.to_string(), r#"[port=80,protocol="TCP"]"#);
-        assert_eq!(go_quote("a\"b\\\u{1}"), r#""a\"b\\\x01""#);
+        assert_eq!(strata_object::go::quote("a\"b\\\u{1}"), r#""a\"b\\\x01""#);
     }
 
     #[test]

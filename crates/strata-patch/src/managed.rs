@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 use strata_object::parse_time;
 use strata_object::schema::Node;
 
-use crate::fieldpath::{self, is_printable, FieldSet};
+use crate::fieldpath::{self, FieldSet};
 use crate::PatchError;
+use strata_object::go::is_printable;
 
 /// How many Update entries an object keeps; past this the oldest are merged into
 /// [`ANCIENT_CHANGES`].
@@ -102,10 +103,10 @@ impl ManagedFieldsEntry {
     /// The manager as conflict messages name it: `"kubectl"`, `"ctl" with subresource
     /// "status"`, `"kube-controller-manager" using v1` (Update entries add the version).
     pub fn describe(&self) -> String {
-        let mut s = fieldpath::go_quote(&self.manager);
+        let mut s = strata_object::go::quote(&self.manager);
         if let Some(sub) = &self.subresource {
             s.push_str(" with subresource ");
-            s.push_str(&fieldpath::go_quote(sub));
+            s.push_str(&strata_object::go::quote(sub));
         }
         if self.operation == Operation::Update {
             s.push_str(" using ");

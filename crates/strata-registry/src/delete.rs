@@ -61,7 +61,9 @@ impl DeleteOptions {
                 })
                 .collect();
             if !conflicts.is_empty() {
-                return Err(Status::bad_request(go_aggregate(&conflicts)));
+                return Err(Status::bad_request(strata_object::go::aggregate(
+                    &conflicts,
+                )));
             }
         }
         let mut errors = Vec::new();
@@ -104,14 +106,6 @@ fn unsafe_option_error(detail: &str) -> FieldError {
         Some("true".into()),
         detail,
     )
-}
-
-/// Several errors as Go's error aggregates print them: one alone, or `[a, b]`.
-fn go_aggregate(items: &[String]) -> String {
-    match items {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    }
 }
 
 fn invalid_options(errors: &[FieldError]) -> Status {

@@ -401,12 +401,6 @@ fn strings<'a>(v: &'a Value, key: &str) -> Vec<&'a str> {
         .unwrap_or_default()
 }
 
-/// A string list as Go's `%#v` prints it in a field error: `[]string{"a", "b"}`.
-fn go_strings(items: &[&str]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
-    format!("[]string{{{}}}", quoted.join(", "))
-}
-
 /// A binding's role reference, its group defaulted as Kubernetes defaults it.
 #[derive(PartialEq)]
 struct RoleRef<'a> {
@@ -431,9 +425,12 @@ impl<'a> RoleRef<'a> {
 
     /// As Go's `%#v` prints Kubernetes' internal RoleRef in a field error.
     fn go_value(&self) -> String {
+        use strata_object::go::quote;
         format!(
-            "rbac.RoleRef{{APIGroup:{:?}, Kind:{:?}, Name:{:?}}}",
-            self.api_group, self.kind, self.name
+            "rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}",
+            quote(self.api_group),
+            quote(self.kind),
+            quote(self.name)
         )
     }
 }
@@ -491,7 +488,7 @@ impl RbacStrategy {
                 FieldError::new(
                     FieldErrorKind::Invalid,
                     format!("{path}.nonResourceURLs"),
-                    Some(go_strings(&urls)),
+                    Some(strata_object::go::string_slice(&urls)),
                     detail,
                 )
             };

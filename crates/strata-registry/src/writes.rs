@@ -5,14 +5,15 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use strata_object::field::FieldError;
 use strata_object::{now_rfc3339, Object, Status};
 use strata_store::{KeyValue, StoreError};
 
 use crate::errors::store_error;
 use crate::version::{to_resource_version, to_revision};
 use crate::{
-    decode_stored, encode_stored, validation, write, Body, FieldValidation, PatchKind,
-    RegisteredType, Registry, Written,
+    decode_stored, default_manager, encode_stored, validate_manager, validation, write, Body,
+    FieldValidation, PatchKind, RegisteredType, Registry, Written,
 };
 
 /// A last check of an object about to be stored (the new object, and the stored one on an
@@ -34,6 +35,70 @@ pub struct WriteOptions {
     pub subresource: String,
     /// Runs after validation, before anything is stored (dry runs included).
     pub admit: Option<Admit>,
+    /// Whether the client named `fieldManager` (apply requires it).
+    pub manager_given: bool,
+}
+
+impl WriteOptions {
+    /// The options of a create, update or patch as a request states them, checked and defaulted
+    /// as Kubernetes does: `fieldValidation` one of its levels, `fieldManager` at most 128
+    /// printable characters, else derived from the User-Agent. `options_kind` (CreateOptions,
+    /// UpdateOptions, PatchOptions) names the options in errors; `force` is PATCH's.
+    pub fn from_request(
+        options_kind: &str,
+        dry_run: bool,
+        field_manager: &str,
+        field_validation: &str,
+        force: bool,
+        user_agent: &str,
+    ) -> Result<WriteOptions, Status> {
+        let Some(level) = FieldValidation::parse(field_validation) else {
+            return Err(Status::invalid(
+                "meta.k8s.io",
+                options_kind,
+                "",
+                &[FieldError::not_supported(
+                    "fieldValidation",
+                    field_validation,
+                    &["", "Ignore", "Strict", "Warn"],
+                )],
+            ));
+        };
+        validate_manager(field_manager, options_kind)?;
+        Ok(WriteOptions {
+            dry_run,
+            field_manager: if field_manager.is_empty() {
+                default_manager(user_agent)
+            } else {
+                field_manager.to_string()
+            },
+            field_validation: level,
+            force,
+            subresource: String::new(),
+            admit: None,
+            manager_given: !field_manager.is_empty(),
+        })
+    }
+
+    /// Kubernetes' rules for the patch type: apply needs a named field manager, and only apply
+    /// may force.
+    pub fn check_patch(&self, kind: PatchKind) -> Result<(), Status> {
+        let invalid =
+            |error: FieldError| Status::invalid("meta.k8s.io", "PatchOptions", "", &[error]);
+        if kind == PatchKind::Apply && !self.manager_given {
+            return Err(invalid(FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            )));
+        }
+        if kind != PatchKind::Apply && self.force {
+            return Err(invalid(FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for WriteOptions {
@@ -274,6 +339,7 @@ impl Registry {
         patch: impl Into<Body>,
         opts: &WriteOptions,
     ) -> Result<Written, Status> {
+        opts.check_patch(kind)?;
         let patch = patch.into();
         if kind == PatchKind::Strategic && !rt.info.supports_strategic_merge {
             return Err(Status::unsupported_media_type(&[

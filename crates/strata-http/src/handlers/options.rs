@@ -5,9 +5,7 @@ use http::{header, HeaderMap, Request};
 use hyper::body::Incoming;
 use serde_json::Value;
 use strata_object::{GroupVersionKind, Status};
-use strata_registry::{
-    DeleteOptions, FieldValidation, ListOptions, PatchKind, WatchOptions, WriteOptions,
-};
+use strata_registry::{DeleteOptions, ListOptions, PatchKind, WatchOptions, WriteOptions};
 
 use super::body::{body_bytes, decode_body};
 use super::header_str;
@@ -49,32 +47,14 @@ pub(crate) fn write_options(
     headers: &HeaderMap,
     options_kind: &str,
 ) -> Result<WriteOptions, Status> {
-    let validation = query.string("fieldValidation");
-    let Some(field_validation) = FieldValidation::parse(&validation) else {
-        return Err(Status::invalid(
-            "meta.k8s.io",
-            options_kind,
-            "",
-            &[strata_object::field::FieldError::not_supported(
-                "fieldValidation",
-                &validation,
-                &["", "Ignore", "Strict", "Warn"],
-            )],
-        ));
-    };
-    let mut field_manager = query.string("fieldManager");
-    strata_registry::validate_manager(&field_manager, options_kind)?;
-    if field_manager.is_empty() {
-        field_manager = strata_registry::default_manager(header_str(headers, header::USER_AGENT));
-    }
-    Ok(WriteOptions {
-        dry_run: dry_run(query, &[], options_kind)?,
-        field_manager,
-        field_validation,
-        force: false,
-        subresource: String::new(),
-        admit: None,
-    })
+    WriteOptions::from_request(
+        options_kind,
+        dry_run(query, &[], options_kind)?,
+        query.get("fieldManager").unwrap_or(""),
+        query.get("fieldValidation").unwrap_or(""),
+        query.has("force") && query.bool("force"),
+        header_str(headers, header::USER_AGENT),
+    )
 }
 
 pub(crate) fn list_options(query: &Query) -> Result<ListOptions, Status> {

@@ -78,7 +78,7 @@ pub(crate) async fn subresource(
             let body = object_body(fe, req, &rt.info.gvk()).await?;
             fe.registry.update(rt, ns, name, body, &opts).await?
         } else {
-            patch_object(fe, req, rt, ns, name, &query, opts).await?
+            patch_object(fe, req, rt, ns, name, opts).await?
         };
         return Ok(written_response(
             200,

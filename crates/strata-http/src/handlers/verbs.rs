@@ -5,7 +5,7 @@ use http::{header, Method, Request, Response};
 use hyper::body::Incoming;
 use strata_auth::UserInfo;
 use strata_object::Status;
-use strata_registry::{PatchKind, RegisteredType, WriteOptions};
+use strata_registry::{RegisteredType, WriteOptions};
 
 use super::body::{body_bytes, decode_strict, object_body};
 use super::header_str;
@@ -19,7 +19,7 @@ use crate::query::Query;
 use crate::request::RequestInfo;
 use crate::respond::{self, Body, Render};
 use crate::table::IncludeObject;
-use crate::{access, Frontend};
+use crate::Frontend;
 
 pub(crate) async fn resource(
     fe: &Frontend,
@@ -107,7 +107,7 @@ pub(crate) async fn resource(
         (Method::POST, true) => {
             let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "CreateOptions")?;
-            opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
+            opts.admit = strata_auth::escalation::check(fe.rbac.as_ref(), &rt, user);
             let body = object_body(fe, req, &rt.info.gvk()).await?;
             let written = fe.registry.create(&rt, ns, body, &opts).await?;
             Ok(written_response(201, written, &output, include, render))
@@ -115,7 +115,7 @@ pub(crate) async fn resource(
         (Method::PUT, false) => {
             let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "UpdateOptions")?;
-            opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
+            opts.admit = strata_auth::escalation::check(fe.rbac.as_ref(), &rt, user);
             let body = object_body(fe, req, &rt.info.gvk()).await?;
             let written = fe.registry.update(&rt, ns, name, body, &opts).await?;
             Ok(written_response(200, written, &output, include, render))
@@ -123,8 +123,8 @@ pub(crate) async fn resource(
         (Method::PATCH, false) => {
             let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "PatchOptions")?;
-            opts.admit = access::escalation_check(fe.rbac.as_ref(), &rt, user);
-            let written = patch_object(fe, req, &rt, ns, name, &query, opts).await?;
+            opts.admit = strata_auth::escalation::check(fe.rbac.as_ref(), &rt, user);
+            let written = patch_object(fe, req, &rt, ns, name, opts).await?;
             let code = if written.created { 201 } else { 200 };
             Ok(written_response(code, written, &output, include, render))
         }
@@ -184,37 +184,14 @@ pub(crate) async fn patch_object(
     rt: &RegisteredType,
     ns: &str,
     name: &str,
-    query: &Query,
-    mut opts: WriteOptions,
+    opts: WriteOptions,
 ) -> Result<strata_registry::Written, Status> {
     let (kind, format) = patch_kind(
         fe.config.formats,
         header_str(req.headers(), header::CONTENT_TYPE),
     )?;
-    opts.force = query.has("force") && query.bool("force");
-    if kind == PatchKind::Apply {
-        if query.string("fieldManager").is_empty() {
-            return Err(Status::invalid(
-                "meta.k8s.io",
-                "PatchOptions",
-                "",
-                &[strata_object::field::FieldError::required(
-                    "fieldManager",
-                    "is required for apply patch",
-                )],
-            ));
-        }
-    } else if opts.force {
-        return Err(Status::invalid(
-            "meta.k8s.io",
-            "PatchOptions",
-            "",
-            &[strata_object::field::FieldError::forbidden(
-                "force",
-                "may not be specified for non-apply patch",
-            )],
-        ));
-    }
+    // The options are refused before the body is read, as Kubernetes orders it.
+    opts.check_patch(kind)?;
     let bytes = body_bytes(fe, req).await?;
     let body = decode_strict(format, &bytes, &rt.info.gvk()).map_err(|mut s| {
         s.message = format!("error decoding patch: {}", s.message);
