@@ -8,7 +8,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::resource::{GroupVersionKind, NameRule, ResourceType, Scope, SubResource, Verb};
+use crate::resource::{
+    GroupVersionKind, NameRule, ResourceType, Scope, SubResource, SubResourceBehaviour, Verb,
+};
 use crate::selector::UnknownFieldStyle;
 
 const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
@@ -122,6 +124,7 @@ pub fn service_account() -> ResourceType {
         name: "token".into(),
         kind: GroupVersionKind::new("authentication.k8s.io", "v1", "TokenRequest"),
         verbs: vec![Verb::Create],
+        behaviour: SubResourceBehaviour::TokenRequest,
     }];
     t
 }
@@ -152,11 +155,13 @@ pub fn namespace() -> ResourceType {
             name: "finalize".into(),
             kind: ns.clone(),
             verbs: vec![Verb::Update],
+            behaviour: SubResourceBehaviour::Part,
         },
         SubResource {
             name: "status".into(),
             kind: ns,
             verbs: vec![Verb::Get, Verb::Patch, Verb::Update],
+            behaviour: SubResourceBehaviour::Part,
         },
     ];
     t

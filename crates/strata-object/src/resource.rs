@@ -88,6 +88,19 @@ pub struct SubResource {
     /// The kind served and accepted, which may belong to another group.
     pub kind: GroupVersionKind,
     pub verbs: Vec<Verb>,
+    /// What requests to it do.
+    pub behaviour: SubResourceBehaviour,
+}
+
+/// What a sub-resource's requests do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubResourceBehaviour {
+    /// A part of the object (`status`, `finalize`): a read returns the object, a write
+    /// changes only that part (the kind's strategy says which).
+    Part,
+    /// A request answered and not stored (`serviceaccounts/token`: a TokenRequest in, the same
+    /// with a token out).
+    TokenRequest,
 }
 
 /// Which rule names of this type must follow.

@@ -3,7 +3,8 @@
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
-use strata_object::Status;
+use strata_object::resource::SubResourceBehaviour;
+use strata_object::{Status, Verb};
 use strata_registry::RegisteredType;
 
 use super::body::object_body;
@@ -29,8 +30,10 @@ pub(crate) async fn subresource(
         .info
         .subresource(&info.subresource)
         .ok_or_else(Status::path_not_found)?;
-    // Reading a namespace's status is reading the namespace.
-    if sub.name == "status" && req.method() == Method::GET {
+    let method = req.method().clone();
+    let allowed = |verb: Verb| sub.verbs.contains(&verb);
+    // Reading a part of an object is reading the object.
+    if sub.behaviour == SubResourceBehaviour::Part && method == Method::GET && allowed(Verb::Get) {
         let output = fe
             .config
             .formats
@@ -44,7 +47,10 @@ pub(crate) async fn subresource(
             render,
         ));
     }
-    if sub.name == "token" && req.method() == Method::POST {
+    if sub.behaviour == SubResourceBehaviour::TokenRequest
+        && method == Method::POST
+        && allowed(Verb::Create)
+    {
         let output = fe.config.formats.output(accept, Offer::PLAIN)?;
         let query = Query::parse(req.uri().query());
         // Validated like any create; a token request stores nothing either way.
@@ -56,20 +62,19 @@ pub(crate) async fn subresource(
             .await?;
         return Ok(respond::value(201, &answer, &output, render));
     }
-    let writable = match *req.method() {
-        Method::PUT => sub.verbs.contains(&strata_object::Verb::Update),
-        Method::PATCH => sub.verbs.contains(&strata_object::Verb::Patch),
+    let writable = match method {
+        Method::PUT => allowed(Verb::Update),
+        Method::PATCH => allowed(Verb::Patch),
         _ => false,
     };
-    if writable && sub.kind.kind == rt.info.kind {
-        // `status` and `finalize`: the object itself, of which the sub-resource may change
-        // only its part.
+    if writable && sub.behaviour == SubResourceBehaviour::Part {
+        // The object itself, of which the sub-resource may change only its part.
         let output = fe
             .config
             .formats
             .output(accept, Offer::for_type(&rt.info, false))?;
         let query = Query::parse(req.uri().query());
-        let put = req.method() == Method::PUT;
+        let put = method == Method::PUT;
         let options_kind = if put { "UpdateOptions" } else { "PatchOptions" };
         let mut opts = write_options(&query, req.headers(), options_kind)?;
         opts.subresource = sub.name.clone();
@@ -90,6 +95,6 @@ pub(crate) async fn subresource(
     }
     Err(Status::method_not_allowed_for(
         &format!("{}/{}", rt.info.resource, sub.name),
-        &req.method().as_str().to_ascii_lowercase(),
+        &method.as_str().to_ascii_lowercase(),
     ))
 }
