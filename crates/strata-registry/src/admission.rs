@@ -2,7 +2,7 @@
 
 use strata_object::Status;
 
-use crate::errors::{cache_error, store_error};
+use crate::errors::{cache_error_in, store_error, Op};
 use crate::{decode_stored, RegisteredType, Registry, FUTURE_REVISION_WAIT};
 
 impl Registry {
@@ -24,7 +24,7 @@ impl Registry {
         ns.cache
             .wait_for(seen, FUTURE_REVISION_WAIT)
             .await
-            .map_err(|e| cache_error(&ns, e))?;
+            .map_err(|e| cache_error_in(Op::Get, &ns, e))?;
         let terminating = match ns.cache.get(&key).0 {
             Some(c) => c.field("status.phase") == Some("Terminating"),
             None => match self.store.get(&key, None).await {
@@ -34,7 +34,7 @@ impl Registry {
                     .and_then(|s| s.get("phase"))
                     .is_some_and(|p| p == "Terminating"),
                 Ok((None, _)) => return Err(Status::not_found("", "namespaces", namespace)),
-                Err(e) => return Err(store_error(&ns, namespace, e)),
+                Err(e) => return Err(store_error(Op::Get, &ns, namespace, e)),
             },
         };
         if !terminating {

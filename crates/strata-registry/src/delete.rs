@@ -6,7 +6,7 @@ use strata_object::field::{FieldError, FieldErrorKind};
 use strata_object::{now_rfc3339, Object, ResourceType, Status, StatusDetails};
 use strata_store::StoreError;
 
-use crate::errors::store_error;
+use crate::errors::{store_error, Op};
 use crate::version::to_resource_version;
 use crate::{cache, decode_stored, encode_stored, ListOptions, RegisteredType, Registry};
 
@@ -186,7 +186,7 @@ impl Registry {
                         });
                     }
                     Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => return Err(store_error(rt, name, e)),
+                    Err(e) => return Err(store_error(Op::Delete, rt, name, e)),
                 }
             }
             if opts.dry_run {
@@ -203,7 +203,7 @@ impl Registry {
                     })
                 }
                 Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(store_error(rt, name, e)),
+                Err(e) => return Err(store_error(Op::Delete, rt, name, e)),
             }
         }
     }
@@ -224,7 +224,7 @@ impl Registry {
                 .store
                 .get(&key, None)
                 .await
-                .map_err(|e| store_error(rt, name, e))?;
+                .map_err(|e| store_error(Op::Delete, rt, name, e))?;
             let Some(kv) = kv else {
                 return Err(Status::not_found(&info.group, &info.resource, name));
             };
@@ -247,7 +247,7 @@ impl Registry {
                     });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(store_error(rt, name, e)),
+                Err(e) => return Err(store_error(Op::Delete, rt, name, e)),
             }
         }
     }

@@ -5,14 +5,30 @@ use strata_store::StoreError;
 
 use crate::RegisteredType;
 
-/// Interprets a storage error of an operation on object `name` of type `rt`.
-pub fn store_error(rt: &RegisteredType, name: &str, err: StoreError) -> Status {
+/// The operation a storage error happened in. The same storage error means different things
+/// per operation, as in Kubernetes' `Interpret{Get,List,Create,Update,Delete}Error`: a key
+/// that exists is a name taken for a create, and a lost race for an update or a delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Get,
+    List,
+    Create,
+    Update,
+    Delete,
+}
+
+/// Interprets a storage error of `op` on object `name` of type `rt`.
+pub fn store_error(op: Op, rt: &RegisteredType, name: &str, err: StoreError) -> Status {
     let group = &rt.info.group;
     let resource = &rt.info.resource;
     match err {
         StoreError::NotFound(_) => Status::not_found(group, resource, name),
-        StoreError::Exists(_) => Status::already_exists(group, resource, name),
-        StoreError::Conflict { .. } => Status::stale_conflict(group, resource, name),
+        StoreError::Exists(_) | StoreError::Conflict { .. } if op == Op::Create => {
+            Status::already_exists(group, resource, name)
+        }
+        StoreError::Exists(_) | StoreError::Conflict { .. } => {
+            Status::stale_conflict(group, resource, name)
+        }
         StoreError::Compacted { requested, .. } => Status::expired(format!(
             "The resourceVersion for the provided list is too old. (requested {requested})"
         )),
@@ -41,7 +57,7 @@ pub(crate) fn undecodable(key: &str, err: impl std::fmt::Display) -> StoreError 
 /// Several undecodable values under one prefix, as a list reports them.
 pub(crate) fn undecodable_list(rt: &RegisteredType, found: &[(String, String)]) -> Status {
     match found {
-        [(key, err)] => store_error(rt, "", undecodable(key, err)),
+        [(key, err)] => store_error(Op::List, rt, "", undecodable(key, err)),
         _ => {
             let mut message = format!(
                 "unable to transform or decode {} objects: {{\n",
@@ -60,6 +76,11 @@ pub(crate) fn undecodable_list(rt: &RegisteredType, found: &[(String, String)]) 
 
 /// Interprets a watch-cache error of a read or watch of type `rt`.
 pub fn cache_error(rt: &RegisteredType, err: strata_watch::CacheError) -> Status {
+    cache_error_in(Op::List, rt, err)
+}
+
+/// [`cache_error`] for a read of `op`.
+pub fn cache_error_in(op: Op, rt: &RegisteredType, err: strata_watch::CacheError) -> Status {
     use strata_watch::CacheError;
     match err {
         CacheError::Expired { requested, oldest } => Status::expired(format!(
@@ -75,6 +96,6 @@ pub fn cache_error(rt: &RegisteredType, err: strata_watch::CacheError) -> Status
             "watch closed: the client fell {buffered} events behind; list again and watch from \
              the list's resourceVersion"
         )),
-        CacheError::Storage(e) => store_error(rt, "", e),
+        CacheError::Storage(e) => store_error(op, rt, "", e),
     }
 }

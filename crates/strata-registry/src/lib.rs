@@ -49,7 +49,7 @@ pub use write::{default_manager, validate_manager, Body, FieldValidation, PatchK
 pub use writes::{Admit, WriteOptions};
 
 use crate::cache::JsonDecoder;
-use crate::errors::store_error;
+use crate::errors::{store_error, Op};
 use crate::secrets::TOKEN_KEY;
 use crate::version::to_resource_version;
 
@@ -326,9 +326,9 @@ fn encode_stored(obj: &Object) -> Bytes {
 fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
     let name = kv.key.rsplit('/').next().unwrap_or("");
     let value: Value = serde_json::from_slice(&kv.value)
-        .map_err(|e| store_error(rt, name, errors::undecodable(&kv.key, e)))?;
+        .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
     let mut obj = Object::from_value(value)
-        .map_err(|e| store_error(rt, name, errors::undecodable(&kv.key, e)))?;
+        .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
     Ok(obj)
 }

@@ -9,7 +9,7 @@ use strata_object::{Object, ResourceType, Status};
 use strata_store::{RangeRequest, Revision, StoreError};
 use strata_watch::Decoder;
 
-use crate::errors::{cache_error, store_error};
+use crate::errors::{cache_error, cache_error_in, store_error, Op};
 use crate::version::{to_resource_version, to_revision};
 use crate::{
     cache, errors, unix_now, CachedObject, ContinueToken, RegisteredType, Registry, Selection,
@@ -147,12 +147,12 @@ impl Registry {
         rt.cache
             .wait_for(min, FUTURE_REVISION_WAIT)
             .await
-            .map_err(|e| cache_error(rt, e))?;
+            .map_err(|e| cache_error_in(Op::Get, rt, e))?;
         let key = rt.info.key(namespace, name);
         match rt.cache.get(&key).0 {
             Some(obj) => Ok(obj),
             None => match rt.cache.corrupt(&key) {
-                Some(e) => Err(store_error(rt, name, errors::undecodable(&key, e))),
+                Some(e) => Err(store_error(Op::Get, rt, name, errors::undecodable(&key, e))),
                 None => Err(Status::not_found(&rt.info.group, &rt.info.resource, name)),
             },
         }
@@ -180,7 +180,7 @@ impl Registry {
         self.store
             .consistent_revision()
             .await
-            .map_err(|e| store_error(rt, "", e))
+            .map_err(|e| store_error(Op::List, rt, "", e))
     }
 
     /// Waits until the store reaches `min`, or answers 504 "too large resource version".
@@ -250,7 +250,7 @@ impl Registry {
             };
             return match self.list_from_store(rt, page, opts.limit, &selection).await {
                 Err(StoreError::Compacted { .. }) => Err(self.continue_expired(&token, &prefix)),
-                other => other.map_err(|e| store_error(rt, "", e)),
+                other => other.map_err(|e| store_error(Op::List, rt, "", e)),
             };
         }
         let requested = to_revision(&opts.resource_version)?;
@@ -273,7 +273,7 @@ impl Registry {
                 Err(StoreError::Compacted { .. }) => Err(Status::expired(
                     "The resourceVersion for the provided list is too old.",
                 )),
-                other => other.map_err(|e| store_error(rt, "", e)),
+                other => other.map_err(|e| store_error(Op::List, rt, "", e)),
             };
         }
         let min = match rv {

@@ -9,7 +9,7 @@ use strata_object::field::FieldError;
 use strata_object::{now_rfc3339, Object, Status};
 use strata_store::{KeyValue, StoreError};
 
-use crate::errors::store_error;
+use crate::errors::{store_error, Op};
 use crate::version::{to_resource_version, to_revision};
 use crate::{
     decode_stored, default_manager, encode_stored, validate_manager, validation, write, Body,
@@ -212,7 +212,7 @@ impl Registry {
                 .store
                 .get(&key, None)
                 .await
-                .map_err(|e| store_error(rt, obj.name(), e))?;
+                .map_err(|e| store_error(Op::Create, rt, obj.name(), e))?;
             if existing.is_some() {
                 return Err(self.already_exists(rt, &obj).await);
             }
@@ -241,7 +241,7 @@ impl Registry {
                     }
                     return Err(s);
                 }
-                Err(e) => return Err(store_error(rt, obj.name(), e)),
+                Err(e) => return Err(store_error(Op::Create, rt, obj.name(), e)),
             }
         }
     }
@@ -518,7 +518,7 @@ impl Registry {
                         return Ok(obj);
                     }
                     Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => return Err(store_error(rt, name, e)),
+                    Err(e) => return Err(store_error(Op::Update, rt, name, e)),
                 }
             }
             if bytes == kv.value || opts.dry_run {
@@ -533,7 +533,7 @@ impl Registry {
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
                 Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(store_error(rt, name, e)),
+                Err(e) => return Err(store_error(Op::Update, rt, name, e)),
             }
         }
     }
@@ -549,7 +549,7 @@ impl Registry {
             .store
             .get(key, None)
             .await
-            .map_err(|e| store_error(rt, name, e))?;
+            .map_err(|e| store_error(Op::Update, rt, name, e))?;
         let Some(kv) = kv else {
             return Err(Status::not_found(&rt.info.group, &rt.info.resource, name));
         };
