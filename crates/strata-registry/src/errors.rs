@@ -29,9 +29,10 @@ pub fn store_error(op: Op, rt: &RegisteredType, name: &str, err: StoreError) -> 
         StoreError::Exists(_) | StoreError::Conflict { .. } => {
             Status::stale_conflict(group, resource, name)
         }
-        StoreError::Compacted { requested, .. } => Status::expired(format!(
-            "The resourceVersion for the provided list is too old. (requested {requested})"
-        )),
+        // Kubernetes' words for a list at a revision compaction removed.
+        StoreError::Compacted { .. } => {
+            Status::expired("The resourceVersion for the provided list is too old.")
+        }
         StoreError::FutureRevision { requested, current } => {
             Status::too_large_resource_version(requested.get(), current.get(), 1)
                 .with_retry_after(1)

@@ -269,12 +269,10 @@ impl Registry {
                 revision: Some(rev),
                 issued: unix_now(),
             };
-            return match self.list_from_store(rt, page, opts.limit, &selection).await {
-                Err(StoreError::Compacted { .. }) => Err(Status::expired(
-                    "The resourceVersion for the provided list is too old.",
-                )),
-                other => other.map_err(|e| store_error(Op::List, rt, "", e)),
-            };
+            return self
+                .list_from_store(rt, page, opts.limit, &selection)
+                .await
+                .map_err(|e| store_error(Op::List, rt, "", e));
         }
         let min = match rv {
             "" => self.consistent_revision(rt).await?,
