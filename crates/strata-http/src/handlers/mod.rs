@@ -172,15 +172,15 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     }
     match RequestInfo::parse(&path) {
         Some(info) => {
-            // A type without a protobuf form answers its errors in JSON too.
-            let render = match fe
+            let rt = fe
                 .registry
-                .lookup(&info.group, &info.version, &info.resource)
-            {
+                .lookup(&info.group, &info.version, &info.resource);
+            // A type without a protobuf form answers its errors in JSON too.
+            let render = match &rt {
                 Some(rt) if !rt.info.protobuf => render.without_protobuf(),
                 _ => render,
             };
-            match resource(fe, req, info, query, &user, render).await {
+            match resource(fe, req, info, rt, query, &user, render).await {
                 Ok(resp) => resp,
                 Err(s) => respond::status(&s, render),
             }

@@ -1,6 +1,8 @@
 //! The verbs of a resource endpoint: get, list, watch, create, update, patch, delete and
 //! deletecollection, each one call into the registry.
 
+use std::sync::Arc;
+
 use http::{header, Method, Request, Response};
 use hyper::body::Incoming;
 use strata_auth::UserInfo;
@@ -25,14 +27,12 @@ pub(crate) async fn resource(
     fe: &Frontend,
     req: Request<Incoming>,
     info: RequestInfo,
+    rt: Option<Arc<RegisteredType>>,
     query: Query,
     user: &UserInfo,
     render: Render,
 ) -> Result<Response<Body>, Status> {
-    let rt = fe
-        .registry
-        .lookup(&info.group, &info.version, &info.resource)
-        .ok_or_else(Status::path_not_found)?;
+    let rt = rt.ok_or_else(Status::path_not_found)?;
     let namespaced = rt.info.namespaced();
     // A namespaced object needs a namespace in its path; a cluster-scoped type never has one.
     if (!namespaced && !info.namespace.is_empty())
