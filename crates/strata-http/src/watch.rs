@@ -85,9 +85,10 @@ impl WatchBody {
                             self.include.as_str()
                         );
                         let include = self.include;
+                        // Empty (never a valid row) marks an object that cannot be read back.
                         obj.encoded(&name, |c| {
                             let Ok(o) = cache::to_object(c) else {
-                                return Bytes::from_static(b"{}");
+                                return Bytes::new();
                             };
                             let mut meta = serde_json::Map::new();
                             meta.insert("resourceVersion".into(), o.resource_version().into());
@@ -96,6 +97,10 @@ impl WatchBody {
                         })
                     }
                 };
+                if bytes.is_empty() {
+                    let why = format!("cannot render {} as a Table row", obj.key());
+                    return self.encode(StreamItem::Error(Box::new(Status::internal(why))), out);
+                }
                 (t.as_str(), bytes, false)
             }
             StreamItem::Bookmark(v) => (
