@@ -107,6 +107,9 @@ pub struct Registry {
     types: std::sync::RwLock<Arc<Vec<Arc<RegisteredType>>>>,
     /// Counts changes of `types`, so that what is derived from them (OpenAPI) is rebuilt.
     generation: std::sync::atomic::AtomicU64,
+    /// Held by `add_type` from its check to its publication, so that two registrations of
+    /// one type cannot both pass the check.
+    registering: tokio::sync::Mutex<()>,
     caches: Arc<Caches>,
     config: RegistryConfig,
     token_key: OnceLock<Vec<u8>>,
@@ -128,6 +131,7 @@ impl Registry {
             store,
             types: Default::default(),
             generation: Default::default(),
+            registering: Default::default(),
             config,
             token_key: OnceLock::new(),
             issuer: OnceLock::new(),
@@ -179,6 +183,7 @@ impl Registry {
         info: ResourceType,
         strategy: Arc<dyn Strategy>,
     ) -> Result<(), Status> {
+        let _registering = self.registering.lock().await;
         if self
             .lookup(&info.group, &info.version, &info.resource)
             .is_some()

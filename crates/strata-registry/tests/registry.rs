@@ -479,3 +479,50 @@ async fn watches_replay_and_follow(r: Arc<Registry>) {
     let revision: Revision = r.store().current_revision();
     assert!(revision.get() >= rv(&gone));
 }
+
+/// Types registered while serving: two registrations of one type race and exactly one wins;
+/// the winner serves objects stored before it came (its cache loads them), and removal stops
+/// the serving, not the storing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn types_come_and_go_while_serving() {
+    let r = registry(MemoryStore::new()).await;
+    let mut info = strata_object::builtin::config_map();
+    info.group = "example.com".into();
+    info.resource = "settings".into();
+    info.kind = "Setting".into();
+    info.list_kind = "SettingList".into();
+    info.protobuf = false;
+    // An object already in the store under the new type's prefix.
+    r.store()
+        .create(
+            &info.key("default", "early"),
+            bytes::Bytes::from_static(
+                br#"{"apiVersion":"example.com/v1","kind":"Setting","metadata":{"name":"early","namespace":"default","uid":"u-1","creationTimestamp":"2026-11-25T00:00:00Z"}}"#,
+            ),
+        )
+        .await
+        .unwrap();
+    let strategy =
+        || -> Arc<dyn strata_registry::Strategy> { Arc::new(strata_registry::DefaultStrategy) };
+    let (a, b) = tokio::join!(
+        r.add_type(info.clone(), strategy()),
+        r.add_type(info.clone(), strategy())
+    );
+    assert_eq!(a.is_ok() as u8 + b.is_ok() as u8, 1, "{a:?} {b:?}");
+    let t = r.lookup("example.com", "v1", "settings").unwrap();
+    assert_eq!(
+        r.get(&t, "default", "early", "").await.unwrap().name(),
+        "early"
+    );
+    let generation = r.generation();
+    assert!(r.remove_type("example.com", "v1", "settings"));
+    assert!(r.generation() > generation);
+    assert!(r.lookup("example.com", "v1", "settings").is_none());
+    assert!(r
+        .store()
+        .get(&info.key("default", "early"), None)
+        .await
+        .unwrap()
+        .0
+        .is_some());
+}
