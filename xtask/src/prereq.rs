@@ -1,6 +1,8 @@
 //! Build prerequisites outside cargo's reach: libclang (RocksDB's bindings are generated with
-//! bindgen at build time) and a C/C++ compiler (RocksDB itself is C++). Installs libclang when
-//! it can; otherwise says exactly what to run. It does not install Rust toolchains.
+//! bindgen at build time), a C/C++ compiler (RocksDB itself is C++) and protoc (the etcd
+//! client compiles etcd's protos at build time); and for the tests, etcd itself. Installs what
+//! it can with apt-get when running as root; otherwise says exactly what to run. It does not
+//! install Rust toolchains.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,6 +37,12 @@ pub fn ensure() -> Result<()> {
         .into());
     }
 
+    if protoc().is_none() {
+        install(
+            "protoc (the etcd client's build compiles etcd's protos)",
+            "protobuf-compiler",
+        )?;
+    }
     if let Some(found) = find_libclang() {
         eprintln!("libclang: {}", found.display());
         return Ok(());
@@ -77,6 +85,54 @@ pub fn ensure() -> Result<()> {
         sudo_prefix(),
     )
     .into())
+}
+
+/// The etcd the etcd engine's tests start (Debian's `etcd-server`).
+pub const ETCD: &str = "/usr/bin/etcd";
+
+/// What the tests need beyond the build: etcd for the etcd engine's tests.
+pub fn ensure_test_tools() -> Result<()> {
+    if Path::new(ETCD).is_file() {
+        return Ok(());
+    }
+    install("etcd (the etcd engine's tests start it)", "etcd-server")
+}
+
+/// `protoc`, where prost-build looks for it: `PROTOC`, then `PATH`.
+fn protoc() -> Option<PathBuf> {
+    std::env::var_os("PROTOC")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| crate::find_on_path("protoc"))
+}
+
+/// Installs Debian package `package` for `what` with apt-get when running as root; otherwise
+/// fails with the command to run.
+fn install(what: &str, package: &str) -> Result<()> {
+    if !is_root() || crate::find_on_path("apt-get").is_none() {
+        return Err(format!(
+            "{what} is missing. Install it with:\n    {}apt-get update && {}apt-get install -y \
+             {package}",
+            sudo_prefix(),
+            sudo_prefix()
+        )
+        .into());
+    }
+    eprintln!("{what} is missing; installing {package} with apt-get");
+    let update = Command::new("apt-get").arg("update").status();
+    let install = Command::new("apt-get")
+        .args(["install", "-y", package])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status();
+    match (update, install) {
+        (Ok(u), Ok(i)) if u.success() && i.success() => Ok(()),
+        (update, install) => Err(format!(
+            "installing {package} failed (apt-get update: {}, apt-get install: {})",
+            describe(&update),
+            describe(&install)
+        )
+        .into()),
+    }
 }
 
 fn describe(status: &std::io::Result<std::process::ExitStatus>) -> String {

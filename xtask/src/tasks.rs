@@ -13,6 +13,7 @@ const KUBECTL_PINNED_VERSION: (&str, &str) = ("1", "31");
 /// Prerequisites, tidy, rustfmt, clippy, then every test in the workspace.
 pub fn test() -> Result<()> {
     prereq::ensure()?;
+    prereq::ensure_test_tools()?;
     tidy::tidy()?;
     run_step(cargo(["fmt", "--all", "--", "--check"]))?;
     run_step(cargo([

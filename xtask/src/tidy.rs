@@ -28,6 +28,7 @@ const RULES: &[(&str, Allowed)] = &[
     ("strata-patch", Allowed::Only(&["strata-object"])),
     ("strata-store", Allowed::Only(&[])),
     ("strata-store-rocksdb", Allowed::Only(&["strata-store"])),
+    ("strata-store-etcd", Allowed::Only(&["strata-store"])),
     (
         "strata-watch",
         Allowed::Only(&["strata-object", "strata-store"]),
@@ -73,6 +74,7 @@ const QUARANTINED: &[(&str, &[&str])] = &[
     ("librocksdb-sys", &["strata-store-rocksdb"]),
     ("rust-rocksdb", &["strata-store-rocksdb"]),
     ("rust-librocksdb-sys", &["strata-store-rocksdb"]),
+    ("etcd-client", &["strata-store-etcd"]),
     ("hyper", &["strata-http", "strata-server", "xtask"]),
     ("hyper-util", &["strata-http", "strata-server", "xtask"]),
 ];
