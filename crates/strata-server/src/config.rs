@@ -13,6 +13,8 @@ pub enum Backend {
     RocksDb,
     /// Memory only: everything is lost at exit. For experiments and tests.
     Memory,
+    /// An etcd v3 cluster (`--etcd-servers`), under `--etcd-prefix`.
+    Etcd,
 }
 
 /// Who decides what an authenticated request may do.
@@ -30,6 +32,10 @@ pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub backend: Backend,
+    /// The etcd members' client URLs (`--etcd-servers`), for the etcd backend.
+    pub etcd_servers: Vec<String>,
+    /// The key prefix of every object in etcd (`--etcd-prefix`, default `/registry`).
+    pub etcd_prefix: String,
     /// How much change history is kept (`--history-retention`, default 5m).
     pub history_retention: Duration,
     /// How often compaction runs (`--etcd-compaction-interval`); zero turns it off. `None`,
@@ -82,6 +88,8 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             data_dir: PathBuf::from("strata-data"),
             backend: Backend::RocksDb,
+            etcd_servers: Vec::new(),
+            etcd_prefix: "/registry".into(),
             history_retention: Duration::from_secs(300),
             compaction_interval: None,
             feature_gates: BTreeMap::new(),
@@ -118,7 +126,10 @@ and an admin token): KUBECONFIG=DATA_DIR/admin.kubeconfig kubectl get sa
 flags:
   --listen ADDR                     address to serve on (default 127.0.0.1:6443)
   --data-dir DIR                    where the embedded store keeps its data (default ./strata-data)
-  --storage-backend rocksdb|memory  storage engine (default rocksdb)
+  --storage-backend rocksdb|etcd|memory
+                                    storage engine (default rocksdb)
+  --etcd-servers URL[,URL...]       etcd members' client URLs, for --storage-backend etcd
+  --etcd-prefix PREFIX              key prefix of the objects in etcd (default /registry)
   --history-retention DURATION      change history kept for watches and lists (default 5m)
   --etcd-compaction-interval DURATION
                                     how often old history is compacted; 0 turns compaction
@@ -218,10 +229,20 @@ impl Config {
                 "--storage-backend" => {
                     c.backend = match value()?.as_str() {
                         "rocksdb" => Backend::RocksDb,
+                        "etcd" | "etcd3" => Backend::Etcd,
                         "memory" => Backend::Memory,
                         other => return Err(format!("unknown storage backend {other:?}")),
                     }
                 }
+                "--etcd-servers" => {
+                    c.etcd_servers = value()?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect()
+                }
+                "--etcd-prefix" => c.etcd_prefix = value()?,
                 "--history-retention" => c.history_retention = parse_duration(&value()?)?,
                 "--etcd-compaction-interval" => {
                     c.compaction_interval = Some(parse_duration(&value()?)?)

@@ -18,6 +18,7 @@ use strata_controllers::namespace::{NamespaceController, NamespaceControllerConf
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
 use strata_store::{MemoryStore, Revision, Store};
+use strata_store_etcd::EtcdStore;
 use strata_store_rocksdb::{RocksOptions, RocksStore};
 use strata_watch::CacheConfig;
 use tokio::net::TcpListener;
@@ -29,9 +30,27 @@ pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Opens the store named by the configuration.
-pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     Ok(match config.backend {
         Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::Etcd => {
+            if config.etcd_servers.is_empty() {
+                return Err("--storage-backend etcd needs --etcd-servers".into());
+            }
+            // The registry's keys begin with `/registry/` already: the default prefix puts
+            // them exactly where kube-apiserver does (`/registry/<resource>/<ns>/<name>`).
+            let prefix = config.etcd_prefix.trim_end_matches('/');
+            let root = prefix.strip_suffix("/registry").unwrap_or(prefix);
+            let store = EtcdStore::connect(&config.etcd_servers, root)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot reach etcd at {}: {e}",
+                        config.etcd_servers.join(",")
+                    )
+                })?;
+            Arc::new(store)
+        }
         Backend::RocksDb => {
             std::fs::create_dir_all(&config.data_dir).map_err(|e| {
                 format!(
@@ -159,7 +178,7 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Opens storage, bootstraps and binds the listener.
     pub async fn start(config: Config) -> Result<Server, String> {
-        let store = open_store(&config)?;
+        let store = open_store(&config).await?;
         let registry_config = RegistryConfig {
             cache: CacheConfig {
                 window_events: config.watch_cache_size,

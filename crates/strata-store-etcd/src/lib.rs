@@ -19,6 +19,8 @@
 //!
 //! Keys in the [`Store`] API are the part after the prefix.
 
+pub mod testing;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -33,8 +35,10 @@ use strata_store::{
 };
 use tokio::sync::watch;
 
-/// How long [`Store::changes`] waits for the next event of its watch once none is pending.
-const QUIET: Duration = Duration::from_millis(100);
+/// How long [`Store::changes`] waits for the next message of its watch before it takes the
+/// events it has as all there are up to the quorum revision (only an idle prefix in a
+/// keyspace that others write waits this long: otherwise the events reach that revision).
+const QUIET: Duration = Duration::from_secs(1);
 
 /// An etcd cluster as a [`Store`], under one key prefix.
 pub struct EtcdStore {
@@ -64,6 +68,17 @@ fn unavailable(e: etcd_client::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// The key range of everything under `prefix`, as etcd takes it: the first key and the range
+/// end. An empty prefix is the whole keyspace (`"\0"` to `"\0"`).
+fn scope(prefix: &str) -> (Vec<u8>, Vec<u8>) {
+    let start = if prefix.is_empty() {
+        vec![0]
+    } else {
+        prefix.as_bytes().to_vec()
+    };
+    (start, prefix_end(prefix.as_bytes()))
+}
+
 /// The first key after every key that starts with `prefix` (etcd's range end of a prefix).
 fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
@@ -87,21 +102,27 @@ impl EtcdStore {
         let prefix = prefix.trim_end_matches('/').to_string();
         // The current revision, and the compaction point: a watch from revision 1 is cancelled
         // with the compaction revision when history was compacted.
+        let (start, end) = scope(&prefix);
         let header = client
-            .get(prefix.clone(), Some(GetOptions::new().with_count_only()))
+            .get(
+                start.clone(),
+                Some(GetOptions::new().with_range(end.clone()).with_count_only()),
+            )
             .await
             .map_err(unavailable)?
             .header()
             .map_or(1, |h| h.revision()) as u64;
         let mut probe = client
             .watch(
-                prefix.clone(),
-                Some(WatchOptions::new().with_prefix().with_start_revision(1)),
+                start,
+                Some(WatchOptions::new().with_range(end).with_start_revision(1)),
             )
             .await
             .map_err(unavailable)?;
         let mut compacted = 1u64;
-        if let Ok(Ok(Some(resp))) = tokio::time::timeout(QUIET, probe.message()).await {
+        if let Ok(Ok(Some(resp))) =
+            tokio::time::timeout(Duration::from_millis(200), probe.message()).await
+        {
             if resp.compact_revision() > 0 {
                 compacted = resp.compact_revision() as u64;
             }
@@ -207,12 +228,13 @@ impl EtcdStore {
 /// broken stream it starts again from the last revision seen.
 async fn follow(client: Client, prefix: String, from: u64, notify: watch::Sender<Revision>) {
     let mut after = from;
+    let (start, end) = scope(&prefix);
     loop {
         let mut client = client.clone();
         let options = WatchOptions::new()
-            .with_prefix()
+            .with_range(end.clone())
             .with_start_revision(after as i64 + 1);
-        if let Ok(mut stream) = client.watch(prefix.clone(), Some(options)).await {
+        if let Ok(mut stream) = client.watch(start.clone(), Some(options)).await {
             while let Ok(Some(resp)) = stream.message().await {
                 if resp.compact_revision() > 0 {
                     after = resp.compact_revision() as u64;
@@ -394,12 +416,13 @@ impl Store for EtcdStore {
             });
         }
         let mut client = self.client.clone();
+        let (start, end) = scope(&self.prefix);
         let options = WatchOptions::new()
-            .with_prefix()
+            .with_range(end)
             .with_prev_key()
             .with_start_revision(after.0 as i64 + 1);
         let mut stream = client
-            .watch(self.prefix.clone(), Some(options))
+            .watch(start, Some(options))
             .await
             .map_err(unavailable)?;
         let mut events = Vec::new();
@@ -463,10 +486,11 @@ impl Store for EtcdStore {
 
     async fn consistent_revision(&self) -> Result<Revision> {
         let mut client = self.client.clone();
+        let (start, end) = scope(&self.prefix);
         let resp = client
             .get(
-                self.prefix.clone(),
-                Some(GetOptions::new().with_count_only()),
+                start,
+                Some(GetOptions::new().with_range(end).with_count_only()),
             )
             .await
             .map_err(unavailable)?;

@@ -8,6 +8,7 @@ mod authn;
 mod cbor;
 mod crash;
 mod deletion;
+mod etcd;
 mod http_api;
 mod kube_client;
 mod kube_watch;
