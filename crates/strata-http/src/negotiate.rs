@@ -172,8 +172,10 @@ impl Formats {
     }
 
     /// The format an error Status is written in: the client's first acceptable plain format.
-    pub fn error_output(&self, accept: &str) -> ErrorFormat {
-        match self.choose(accept, Offer::PLAIN, false) {
+    /// `offer` says whether protobuf is one (a type without a protobuf form answers its errors
+    /// in the client's next choice, or JSON).
+    pub fn error_output(&self, accept: &str, offer: Offer) -> ErrorFormat {
+        match self.choose(accept, offer, false) {
             Ok(Output::Yaml) => ErrorFormat::Yaml,
             Ok(Output::Protobuf(name)) => ErrorFormat::Protobuf(name),
             Ok(Output::Cbor) => ErrorFormat::Cbor,
@@ -251,7 +253,7 @@ mod tests {
         let table_pb = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1";
         assert_eq!(PLAIN.output(table_pb, Offer::TABLE).unwrap_err().code, 406);
         assert_eq!(
-            PLAIN.error_output(client_go),
+            PLAIN.error_output(client_go, Offer::PLAIN),
             ErrorFormat::Protobuf(PROTOBUF[1])
         );
         assert_eq!(
@@ -319,7 +321,7 @@ mod tests {
             406
         );
         assert_eq!(
-            WITH_CBOR.error_output("application/cbor"),
+            WITH_CBOR.error_output("application/cbor", Offer::PLAIN),
             ErrorFormat::Cbor
         );
         assert_eq!(
@@ -360,8 +362,14 @@ mod tests {
                 .unwrap(),
             Output::Json
         );
-        assert_eq!(PLAIN.error_output("application/yaml"), ErrorFormat::Yaml);
-        assert_eq!(PLAIN.error_output("text/html"), ErrorFormat::Json);
+        assert_eq!(
+            PLAIN.error_output("application/yaml", Offer::PLAIN),
+            ErrorFormat::Yaml
+        );
+        assert_eq!(
+            PLAIN.error_output("text/html", Offer::PLAIN),
+            ErrorFormat::Json
+        );
         assert_eq!(
             PLAIN
                 .body_format("application/yaml; charset=utf-8")

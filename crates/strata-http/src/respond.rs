@@ -24,19 +24,6 @@ pub struct Render {
     pub errors: ErrorFormat,
 }
 
-impl Render {
-    /// The same, with errors in JSON where they would have been protobuf.
-    pub fn without_protobuf(self) -> Render {
-        match self.errors {
-            ErrorFormat::Protobuf(_) => Render {
-                errors: ErrorFormat::Json,
-                ..self
-            },
-            _ => self,
-        }
-    }
-}
-
 /// A JSON response with `code` and `content_type`.
 pub fn json(code: u16, value: &Value, render: Render, content_type: &str) -> Response<Body> {
     let body = strata_codec::json::encode(value, render.pretty);

@@ -20,6 +20,7 @@ use self::reviews::{
     SUBJECT_ACCESS_REVIEWS,
 };
 use self::verbs::resource;
+use crate::negotiate::Offer;
 use crate::query::Query;
 use crate::request::RequestInfo;
 use crate::respond::{self, Body, Render};
@@ -41,7 +42,7 @@ fn render_for(fe: &Frontend, headers: &HeaderMap, query: &Query) -> Render {
     let accept = header_str(headers, header::ACCEPT);
     Render {
         pretty,
-        errors: fe.config.formats.error_output(accept),
+        errors: fe.config.formats.error_output(accept, Offer::PLAIN),
     }
 }
 
@@ -175,10 +176,16 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             let rt = fe
                 .registry
                 .lookup(&info.group, &info.version, &info.resource);
-            // A type without a protobuf form answers its errors in JSON too.
+            // Errors take the type's representations: no protobuf for a type without one.
             let render = match &rt {
-                Some(rt) if !rt.info.protobuf => render.without_protobuf(),
-                _ => render,
+                Some(rt) => Render {
+                    errors: fe.config.formats.error_output(
+                        header_str(req.headers(), header::ACCEPT),
+                        Offer::for_type(&rt.info, false),
+                    ),
+                    ..render
+                },
+                None => render,
             };
             match resource(fe, req, info, rt, query, &user, render).await {
                 Ok(resp) => resp,
