@@ -103,15 +103,7 @@ impl EtcdStore {
         // The current revision, and the compaction point: a watch from revision 1 is cancelled
         // with the compaction revision when history was compacted.
         let (start, end) = scope(&prefix);
-        let header = client
-            .get(
-                start.clone(),
-                Some(GetOptions::new().with_range(end.clone()).with_count_only()),
-            )
-            .await
-            .map_err(unavailable)?
-            .header()
-            .map_or(1, |h| h.revision()) as u64;
+        let header = quorum_revision(&mut client, &prefix).await?.max(1) as u64;
         let mut probe = client
             .watch(
                 start,
@@ -222,6 +214,19 @@ impl EtcdStore {
             _ => None,
         })
     }
+}
+
+/// etcd's current revision by a linearizable read (a count of the prefix, so nothing is sent).
+async fn quorum_revision(client: &mut Client, prefix: &str) -> Result<i64> {
+    let (start, end) = scope(prefix);
+    let resp = client
+        .get(
+            start,
+            Some(GetOptions::new().with_range(end).with_count_only()),
+        )
+        .await
+        .map_err(unavailable)?;
+    Ok(resp.header().map_or(0, |h| h.revision()))
 }
 
 /// Follows the prefix for [`Store::subscribe`]: every event moves the announced revision. On a
@@ -486,15 +491,8 @@ impl Store for EtcdStore {
 
     async fn consistent_revision(&self) -> Result<Revision> {
         let mut client = self.client.clone();
-        let (start, end) = scope(&self.prefix);
-        let resp = client
-            .get(
-                start,
-                Some(GetOptions::new().with_range(end).with_count_only()),
-            )
-            .await
-            .map_err(unavailable)?;
-        Ok(self.header_revision(resp.header()))
+        let revision = quorum_revision(&mut client, &self.prefix).await?;
+        Ok(self.saw(revision))
     }
 
     fn compacted_revision(&self) -> Revision {
