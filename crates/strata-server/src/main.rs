@@ -48,10 +48,33 @@ async fn main() {
 }
 
 /// `strata debug put-raw --data-dir DIR KEY VALUE`: writes raw bytes into a stopped server's
-/// store (for reproducing undecodable objects). Returns the exit code.
+/// store (for reproducing undecodable objects). `strata debug etcd-put-load ...`: etcd's own
+/// write rate through the etcd engine's client, for `cargo xtask bench --only etcd`. Returns
+/// the exit code.
 async fn debug(args: &[String]) -> i32 {
-    let usage = "usage: strata debug put-raw --data-dir DIR KEY VALUE";
+    let usage = "usage: strata debug put-raw --data-dir DIR KEY VALUE\n       \
+                 strata debug etcd-put-load --etcd-servers URL[,URL...] [flags]";
     match args {
+        [cmd, rest @ ..] if cmd == "etcd-put-load" => {
+            use strata_store_etcd::load;
+            let options = match load::Options::parse(rest) {
+                Ok(options) => options,
+                Err(e) => {
+                    eprint!("strata: {e}\n{}", load::USAGE);
+                    return 2;
+                }
+            };
+            match load::run(&options).await {
+                Ok(report) => {
+                    println!("{}", report.to_json());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("strata: {e}");
+                    1
+                }
+            }
+        }
         [cmd, flag, dir, key, value] if cmd == "put-raw" && flag == "--data-dir" => {
             match strata_server::put_raw(std::path::Path::new(dir), key, value.as_bytes()).await {
                 Ok(()) => 0,

@@ -19,6 +19,7 @@
 //!
 //! Keys in the [`Store`] API are the part after the prefix.
 
+pub mod load;
 pub mod testing;
 
 use std::sync::atomic::{AtomicU64, Ordering};
