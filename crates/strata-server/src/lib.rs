@@ -218,7 +218,7 @@ impl Server {
                 config.data_dir.display()
             )
         })?;
-        let admin_token = pki::admin_token(&config.data_dir)?;
+        let admin_token = pki::admin_token(store.as_ref(), &config.data_dir).await?;
         token_file.insert(
             &admin_token,
             UserInfo {
@@ -244,7 +244,7 @@ impl Server {
         let tls = match (&config.tls_cert_file, &config.tls_private_key_file) {
             _ if config.insecure_http => None,
             (Some(cert), Some(key)) => Some(pki::from_files(cert, key)?),
-            _ => Some(pki::generated(&config.data_dir, bound)?),
+            _ => Some(pki::generated(store.as_ref(), &config.data_dir, bound).await?),
         };
         let host = if bound.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], bound.port()))

@@ -1,11 +1,16 @@
 //! The server's TLS material and the admin kubeconfig.
 //!
-//! On first start the server makes a certificate authority in `<data-dir>/pki` and keeps it;
-//! every start it signs a fresh serving certificate for the addresses it listens on (kept as
-//! `pki/apiserver.{crt,key}`), and writes
-//! `<data-dir>/admin.kubeconfig`: the server's URL, the CA, and an admin token (group
-//! `system:masters`) that is also kept in the data directory. Operators may bring their own
-//! serving certificate instead (`--tls-cert-file`, `--tls-private-key-file`).
+//! The certificate authority and the admin token (group `system:masters`) belong to the
+//! cluster, not to one replica: they live in the store (`/strata/pki/ca`, `/strata/admin-token`),
+//! created once by whichever replica starts first (replicas race with create-if-absent; the
+//! loser reads the winner's), so every replica over one etcd serves under one CA and accepts one
+//! admin token. A data directory from before they moved into the store keeps its own: on the
+//! first start its `pki/ca.{crt,key}` and `pki/admin.token` are what goes into the store. Each
+//! start copies the store's CA and token back into `<data-dir>/pki` (for inspection and older
+//! tools), signs a fresh serving certificate for the addresses this replica listens on (kept as
+//! `pki/apiserver.{crt,key}`), and writes `<data-dir>/admin.kubeconfig`: the server's URL, the
+//! CA and the admin token, which therefore work against every replica. Operators may bring their
+//! own serving certificate instead (`--tls-cert-file`, `--tls-private-key-file`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -17,6 +22,12 @@ use rcgen::{
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use strata_store::{Store, StoreError};
+
+/// The store key of the generated CA: JSON `{"certificate": PEM, "key": PEM}`.
+pub const CA_STORE_KEY: &str = "/strata/pki/ca";
+/// The store key of the admin token (its text).
+pub const ADMIN_TOKEN_STORE_KEY: &str = "/strata/admin-token";
 
 /// The common name of the generated CA.
 const CA_NAME: &str = "strata-ca";
@@ -75,34 +86,102 @@ fn ca_params() -> Result<CertificateParams, String> {
     Ok(params)
 }
 
-/// The CA's key and certificate: made on first start, read back afterwards. The certificate
-/// object is rebuilt from the same parameters and key, which is all signing needs (the issuer
-/// name and key identifier are the same).
-fn certificate_authority(dir: &Path) -> Result<(KeyPair, Certificate, String), String> {
+/// Reads the cluster secret under `key`; when the store has none, stores `candidate()` (an
+/// existing local copy, or a fresh one) if no other replica stored one first, and reads again.
+async fn shared_secret(
+    store: &dyn Store,
+    key: &str,
+    candidate: impl Fn() -> Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, String> {
+    let unavailable = |e: StoreError| format!("cannot read or store {key}: {e}");
+    loop {
+        if let (Some(kv), _) = store.get(key, None).await.map_err(unavailable)? {
+            return Ok(kv.value.to_vec());
+        }
+        let value = candidate()?;
+        match store
+            .create(key, bytes::Bytes::copy_from_slice(&value))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(key, "stored a cluster secret");
+                return Ok(value);
+            }
+            // Another replica was first: read its value.
+            Err(StoreError::Exists(_)) => continue,
+            Err(e) => return Err(unavailable(e)),
+        }
+    }
+}
+
+/// Writes `contents` to `path` unless it already holds exactly that.
+fn mirror(path: &Path, contents: &[u8], private: bool) -> Result<(), String> {
+    if std::fs::read(path).is_ok_and(|old| old == contents) {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    }
+    if private {
+        write_private(path, contents)
+    } else {
+        std::fs::write(path, contents).map_err(|e| io_error(path, e))
+    }
+}
+
+/// The CA's key and certificate (and its PEM): the store's, made or uploaded from the data
+/// directory on first start. The certificate object is rebuilt from the same parameters and
+/// key, which is all signing needs (the issuer name and key identifier are the same).
+async fn certificate_authority(
+    store: &dyn Store,
+    dir: &Path,
+) -> Result<(KeyPair, Certificate, String), String> {
     let key_path = dir.join("ca.key");
     let cert_path = dir.join("ca.crt");
-    let (key, pem) = if key_path.exists() && cert_path.exists() {
-        let key_pem = std::fs::read_to_string(&key_path).map_err(|e| io_error(&key_path, e))?;
-        let key = KeyPair::from_pem(&key_pem).map_err(|e| io_error(&key_path, e))?;
-        let pem = std::fs::read_to_string(&cert_path).map_err(|e| io_error(&cert_path, e))?;
-        (key, Some(pem))
-    } else {
-        (KeyPair::generate().map_err(|e| e.to_string())?, None)
+    let candidate = || -> Result<Vec<u8>, String> {
+        let (key_pem, cert_pem) = if key_path.exists() && cert_path.exists() {
+            let key_pem = std::fs::read_to_string(&key_path).map_err(|e| io_error(&key_path, e))?;
+            KeyPair::from_pem(&key_pem).map_err(|e| io_error(&key_path, e))?;
+            let cert_pem =
+                std::fs::read_to_string(&cert_path).map_err(|e| io_error(&cert_path, e))?;
+            tracing::info!(path = %cert_path.display(), "keeping the data directory's CA");
+            (key_pem, cert_pem)
+        } else {
+            let key = KeyPair::generate().map_err(|e| e.to_string())?;
+            let cert = ca_params()?
+                .self_signed(&key)
+                .map_err(|e| format!("making the CA certificate: {e}"))?;
+            tracing::info!("created a certificate authority");
+            (key.serialize_pem(), cert.pem())
+        };
+        Ok(stored_ca(&cert_pem, &key_pem))
     };
+    let stored = shared_secret(store, CA_STORE_KEY, candidate).await?;
+    let (cert_pem, key_pem) = parse_ca(&stored)?;
+    let key = KeyPair::from_pem(&key_pem).map_err(|e| format!("{CA_STORE_KEY}: {e}"))?;
     let cert = ca_params()?
         .self_signed(&key)
         .map_err(|e| format!("making the CA certificate: {e}"))?;
-    let pem = match pem {
-        Some(pem) => pem,
-        None => {
-            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-            write_private(&key_path, key.serialize_pem().as_bytes())?;
-            std::fs::write(&cert_path, cert.pem()).map_err(|e| io_error(&cert_path, e))?;
-            tracing::info!(path = %cert_path.display(), "created a certificate authority");
-            cert.pem()
-        }
-    };
-    Ok((key, cert, pem))
+    mirror(&key_path, key_pem.as_bytes(), true)?;
+    mirror(&cert_path, cert_pem.as_bytes(), false)?;
+    Ok((key, cert, cert_pem))
+}
+
+/// The stored form of the CA.
+fn stored_ca(cert_pem: &str, key_pem: &str) -> Vec<u8> {
+    serde_json::json!({"certificate": cert_pem, "key": key_pem})
+        .to_string()
+        .into_bytes()
+}
+
+/// The certificate and key PEM of the stored CA.
+fn parse_ca(stored: &[u8]) -> Result<(String, String), String> {
+    let bad = || format!("{CA_STORE_KEY} does not hold a certificate and key");
+    let v: serde_json::Value = serde_json::from_slice(stored).map_err(|_| bad())?;
+    match (v["certificate"].as_str(), v["key"].as_str()) {
+        (Some(cert), Some(key)) => Ok((cert.to_string(), key.to_string())),
+        _ => Err(bad()),
+    }
 }
 
 /// A serving certificate for `listen`, signed by the CA: names `localhost`, the loopback
@@ -179,11 +258,15 @@ pub fn from_files(cert: &Path, key: &Path) -> Result<Tls, String> {
     })
 }
 
-/// TLS from the data directory's CA, made on first start, with a serving certificate for
+/// TLS from the cluster's CA (the store's, made on first start), with a serving certificate for
 /// `listen`.
-pub fn generated(data_dir: &Path, listen: SocketAddr) -> Result<Tls, String> {
+pub async fn generated(
+    store: &dyn Store,
+    data_dir: &Path,
+    listen: SocketAddr,
+) -> Result<Tls, String> {
     let dir = pki_dir(data_dir);
-    let (ca_key, ca, ca_pem) = certificate_authority(&dir)?;
+    let (ca_key, ca, ca_pem) = certificate_authority(store, &dir).await?;
     let (cert_pem, key) = serving_certificate(listen, &ca_key, &ca)?;
     // Kept beside the CA for inspection (and for other servers to reuse).
     let cert_path = dir.join("apiserver.crt");
@@ -199,20 +282,32 @@ pub fn generated(data_dir: &Path, listen: SocketAddr) -> Result<Tls, String> {
     })
 }
 
-/// The admin token kept in the data directory, made on first start.
-pub fn admin_token(data_dir: &Path) -> Result<String, String> {
-    let dir = pki_dir(data_dir);
-    let path = dir.join("admin.token");
-    if let Ok(token) = std::fs::read_to_string(&path) {
-        let token = token.trim().to_string();
-        if !token.is_empty() {
-            return Ok(token);
+/// The cluster's admin token: the store's, made (or taken from the data directory of an older
+/// server) on first start, and copied to `<data-dir>/pki/admin.token`.
+pub async fn admin_token(store: &dyn Store, data_dir: &Path) -> Result<String, String> {
+    let path = pki_dir(data_dir).join("admin.token");
+    let candidate = || -> Result<Vec<u8>, String> {
+        if let Ok(token) = std::fs::read_to_string(&path) {
+            let token = token.trim();
+            if !token.is_empty() {
+                return Ok(token.as_bytes().to_vec());
+            }
         }
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-    let bytes: [u8; 32] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    write_private(&path, token.as_bytes())?;
+        let bytes: [u8; 32] = rand::random();
+        Ok(bytes
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            .into_bytes())
+    };
+    let stored = shared_secret(store, ADMIN_TOKEN_STORE_KEY, candidate).await?;
+    let token = std::str::from_utf8(&stored)
+        .ok()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("{ADMIN_TOKEN_STORE_KEY} does not hold a token"))?
+        .to_string();
+    mirror(&path, token.as_bytes(), true)?;
     Ok(token)
 }
 

@@ -20,6 +20,7 @@ mod python_client;
 mod rbac;
 mod rbac_types;
 mod runtime_types;
+mod shared_pki;
 mod tls;
 mod tokens;
 mod updates;
