@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod pki;
+pub mod snapshot;
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! The `strata` binary: `strata serve [flags]`.
+//! The `strata` binary: `strata serve [flags]`, `strata snapshot save|restore FILE [flags]`.
 
 use strata_server::{Config, Server};
 
@@ -15,6 +15,9 @@ async fn main() {
     if args.first().map(String::as_str) == Some("debug") {
         std::process::exit(debug(&args[1..]).await);
     }
+    if args.first().map(String::as_str) == Some("snapshot") {
+        std::process::exit(strata_server::snapshot::command(&args[1..]).await);
+    }
     let config = match args.split_first() {
         Some((cmd, rest)) if cmd == "serve" => Config::from_args(rest),
         Some((cmd, _)) if cmd == "-h" || cmd == "--help" || cmd == "help" => Err(String::new()),
@@ -28,6 +31,7 @@ async fn main() {
                 eprintln!("strata: {msg}");
             }
             eprint!("{}", strata_server::config::USAGE);
+            eprint!("\n{}", strata_server::snapshot::USAGE);
             std::process::exit(2);
         }
     };

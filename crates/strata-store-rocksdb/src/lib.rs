@@ -40,6 +40,13 @@
 //! [`Store::compact`] persists and publishes the new compaction point, then deletes the versions
 //! and change records only reads below it could see. After a restart, `open` resumes from
 //! `meta/current` and `meta/compacted`; RocksDB's WAL replay restores every synced batch.
+//!
+//! # Read-only views
+//!
+//! [`RocksStore::open_read_only`] opens the directory in RocksDB's read-only mode, which takes no
+//! lock: it sees the store as it was when opened (including a running server's acknowledged
+//! writes, replayed from its WAL), serves every read, and refuses writes and compaction.
+//! `strata snapshot save` reads a running server's data directory this way.
 
 mod compact;
 mod encoding;
@@ -111,6 +118,61 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Reads the layout version, the current revision and the compaction point of an opened
+    /// database; `writable` records the layout version of a new one.
+    fn load(db: Db, sync: bool, path: &Path, writable: bool) -> Result<Shared> {
+        let shared = Shared {
+            db,
+            sync,
+            current: AtomicU64::new(0),
+            compacted: AtomicU64::new(0),
+            notify: watch::channel(Revision::ZERO).0,
+            batches: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        };
+        let meta = shared.cf(CF_META)?;
+        let read = |name: &[u8]| -> Result<Option<u64>> {
+            match shared.db.get_pinned_cf(meta, name).map_err(db_err)? {
+                Some(raw) => Ok(Some(decode_u64(&raw)?)),
+                None => Ok(None),
+            }
+        };
+        match read(META_FORMAT)? {
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{} holds layout version {other}, this engine reads {FORMAT_VERSION}",
+                    path.display()
+                )))
+            }
+            None if !writable => {
+                return Err(StoreError::Corrupt(format!(
+                    "{} is not a Strata store (it records no layout version)",
+                    path.display()
+                )))
+            }
+            None => {
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, META_FORMAT, FORMAT_VERSION.to_be_bytes());
+                shared
+                    .db
+                    .write_opt(batch, &shared.write_options())
+                    .map_err(db_err)?;
+            }
+        }
+        let current = read(META_CURRENT)?.unwrap_or(0);
+        let compacted = read(META_COMPACTED)?.unwrap_or(0);
+        if compacted > current {
+            return Err(StoreError::Corrupt(format!(
+                "compaction point {compacted} is beyond the current revision {current}"
+            )));
+        }
+        shared.current.store(current, Ordering::SeqCst);
+        shared.compacted.store(compacted, Ordering::SeqCst);
+        shared.notify.send_replace(Revision(current));
+        Ok(shared)
+    }
+
     pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily> {
         self.db
             .cf_handle(name)
@@ -132,6 +194,10 @@ pub(crate) fn db_err(e: rocksdb::Error) -> StoreError {
     }
 }
 
+fn read_only() -> StoreError {
+    StoreError::Unavailable("the store is open read-only".into())
+}
+
 fn stopped() -> StoreError {
     StoreError::Unavailable("the store's writer has stopped".into())
 }
@@ -147,6 +213,8 @@ pub struct RocksStore {
     writer: Option<JoinHandle<()>>,
     /// Compactions run one at a time.
     compacting: tokio::sync::Mutex<()>,
+    /// Opened with [`RocksStore::open_read_only`]: no writer, no compaction.
+    read_only: bool,
 }
 
 impl RocksStore {
@@ -172,50 +240,7 @@ impl RocksStore {
         });
         let db = Db::open_cf_descriptors(&db_opts, path, families).map_err(db_err)?;
 
-        let shared = Shared {
-            db,
-            sync: options.sync,
-            current: AtomicU64::new(0),
-            compacted: AtomicU64::new(0),
-            notify: watch::channel(Revision::ZERO).0,
-            batches: AtomicU64::new(0),
-            writes: AtomicU64::new(0),
-        };
-        let meta = shared.cf(CF_META)?;
-        let read = |name: &[u8]| -> Result<Option<u64>> {
-            match shared.db.get_pinned_cf(meta, name).map_err(db_err)? {
-                Some(raw) => Ok(Some(decode_u64(&raw)?)),
-                None => Ok(None),
-            }
-        };
-        match read(META_FORMAT)? {
-            Some(FORMAT_VERSION) => {}
-            Some(other) => {
-                return Err(StoreError::Corrupt(format!(
-                    "{} holds layout version {other}, this engine reads {FORMAT_VERSION}",
-                    path.display()
-                )))
-            }
-            None => {
-                let mut batch = WriteBatch::default();
-                batch.put_cf(meta, META_FORMAT, FORMAT_VERSION.to_be_bytes());
-                shared
-                    .db
-                    .write_opt(batch, &shared.write_options())
-                    .map_err(db_err)?;
-            }
-        }
-        let current = read(META_CURRENT)?.unwrap_or(0);
-        let compacted = read(META_COMPACTED)?.unwrap_or(0);
-        if compacted > current {
-            return Err(StoreError::Corrupt(format!(
-                "compaction point {compacted} is beyond the current revision {current}"
-            )));
-        }
-        shared.current.store(current, Ordering::SeqCst);
-        shared.compacted.store(compacted, Ordering::SeqCst);
-        shared.notify.send_replace(Revision(current));
-
+        let shared = Shared::load(db, options.sync, path, true)?;
         let shared = Arc::new(shared);
         let (requests, queue) = std::sync::mpsc::channel();
         let writer = {
@@ -230,6 +255,33 @@ impl RocksStore {
             requests: Some(requests),
             writer: Some(writer),
             compacting: tokio::sync::Mutex::new(()),
+            read_only: false,
+        })
+    }
+
+    /// Opens the store in `path` for reading only, as it was when opened: RocksDB's read-only
+    /// mode takes no lock, so this works while a server holds the directory (its later writes
+    /// are not seen) as well as on a stopped one. Reads keep every [`Store`] semantic; writes
+    /// and compaction fail with `Unavailable`. Fails with `Unavailable` when `path` holds no
+    /// store and `Corrupt` when it holds another layout.
+    pub fn open_read_only(path: &Path) -> Result<RocksStore> {
+        if !path.join("CURRENT").exists() {
+            return Err(StoreError::Unavailable(format!(
+                "{} holds no store",
+                path.display()
+            )));
+        }
+        let db_opts = Options::default();
+        let db =
+            Db::open_cf_for_read_only(&db_opts, path, [CF_HISTORY, CF_CHANGES, CF_META], false)
+                .map_err(db_err)?;
+        let shared = Shared::load(db, false, path, false)?;
+        Ok(RocksStore {
+            shared: Arc::new(shared),
+            requests: None,
+            writer: None,
+            compacting: tokio::sync::Mutex::new(()),
+            read_only: true,
         })
     }
 
@@ -244,6 +296,9 @@ impl RocksStore {
 
     /// Hands `op` to the writer; resolves once it is committed (or refused).
     async fn write(&self, op: Op) -> Result<(KeyValue, Revision)> {
+        if self.read_only {
+            return Err(read_only());
+        }
         let (reply, answer) = oneshot::channel();
         self.requests
             .as_ref()
@@ -338,6 +393,9 @@ impl Store for RocksStore {
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
+        if self.read_only {
+            return Err(read_only());
+        }
         let _one_at_a_time = self.compacting.lock().await;
         self.blocking(move |shared| compact::compact(shared, revision))
             .await

@@ -21,6 +21,7 @@ mod rbac;
 mod rbac_types;
 mod runtime_types;
 mod shared_pki;
+mod snapshot;
 mod tls;
 mod tokens;
 mod updates;
