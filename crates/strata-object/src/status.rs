@@ -384,6 +384,16 @@ impl Status {
         )
     }
 
+    /// 413 for an entity refused for another reason than the body limit (`Request entity too
+    /// large: <why>`, Kubernetes' prefix).
+    pub fn too_large_entity(why: &str) -> Self {
+        Self::failure(
+            StatusReason::RequestEntityTooLarge,
+            format!("Request entity too large: {why}"),
+            None,
+        )
+    }
+
     /// 410 with reason `Expired`, which is what clients test for.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::failure(StatusReason::Expired, message.into(), None)

@@ -42,6 +42,8 @@ pub fn store_error(op: Op, rt: &RegisteredType, name: &str, err: StoreError) -> 
         StoreError::Corrupt(msg) => {
             Status::internal(format!("StorageError: corrupt object, Code: 7, {msg}"))
         }
+        // An object the engine refuses for its size (etcd's request limit).
+        StoreError::TooLarge(msg) => Status::too_large_entity(&msg),
         StoreError::Unavailable(msg) => {
             Status::service_unavailable(format!("storage is unavailable: {msg}"))
         }

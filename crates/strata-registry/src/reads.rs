@@ -129,6 +129,19 @@ pub fn list_objects(list: &ObjectList) -> Result<Vec<Object>, Status> {
     list.items.iter().map(|c| cache::to_object(c)).collect()
 }
 
+/// How long a consistent read waits for the watch cache when the store cannot prove the
+/// cache current (no safe progress notifications): writes under the cache's own prefix
+/// arrive well within it; otherwise the read goes to the store.
+const UNPROVEN_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Where a consistent read is served from (see [`Registry::freshness`]).
+pub(crate) enum Fresh {
+    /// The watch cache, which has reached this revision.
+    Cache(Revision),
+    /// The store, at this revision.
+    Store(Revision),
+}
+
 impl Registry {
     /// Reads one object: `resource_version` "" reads the latest (consistently), "0" whatever
     /// the cache holds, another value a state not older than it. Served by the watch cache.
@@ -139,16 +152,19 @@ impl Registry {
         name: &str,
         resource_version: &str,
     ) -> Result<Arc<CachedObject>, Status> {
+        let key = rt.info.key(namespace, name);
         let min = match resource_version {
             "0" => Revision::ZERO,
-            "" => self.consistent_revision(rt).await?,
+            "" => match self.freshness(rt).await? {
+                Fresh::Cache(min) => min,
+                Fresh::Store(at) => return self.get_from_store(rt, &key, name, at).await,
+            },
             rv => to_revision(rv)?.unwrap_or(Revision::ZERO),
         };
         rt.cache
             .wait_for(min, FUTURE_REVISION_WAIT)
             .await
             .map_err(|e| cache_error_in(Op::Get, rt, e))?;
-        let key = rt.info.key(namespace, name);
         match rt.cache.get(&key).0 {
             Some(obj) => Ok(obj),
             None => match rt.cache.corrupt(&key) {
@@ -181,6 +197,46 @@ impl Registry {
             .consistent_revision()
             .await
             .map_err(|e| store_error(Op::List, rt, "", e))
+    }
+
+    /// Where a consistent read is served from: the watch cache once it has reached the
+    /// store's consistent revision, or the store at that revision when the cache cannot show
+    /// it has (etcd before 3.4.31 with a prefix idle while other keys moved the revision, or a
+    /// cache that did not catch up in time; kube-apiserver falls back to etcd alike).
+    pub(crate) async fn freshness(&self, rt: &RegisteredType) -> Result<Fresh, Status> {
+        let min = self.consistent_revision(rt).await?;
+        if rt.cache.revision() >= min {
+            return Ok(Fresh::Cache(min));
+        }
+        let wait = if self.store.request_progress() {
+            FUTURE_REVISION_WAIT
+        } else {
+            UNPROVEN_WAIT
+        };
+        Ok(match rt.cache.wait_for(min, wait).await {
+            Ok(()) => Fresh::Cache(min),
+            Err(_) => Fresh::Store(min),
+        })
+    }
+
+    /// One object read from the store at `at` (a consistent read the cache could not serve).
+    async fn get_from_store(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+        at: Revision,
+    ) -> Result<Arc<CachedObject>, Status> {
+        let (kv, _) = self
+            .store
+            .get(key, Some(at))
+            .await
+            .map_err(|e| store_error(Op::Get, rt, name, e))?;
+        let kv = kv.ok_or_else(|| Status::not_found(&rt.info.group, &rt.info.resource, name))?;
+        rt.decoder
+            .decode(&kv.key, &kv.value, kv.mod_revision)
+            .map(Arc::new)
+            .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))
     }
 
     /// Waits until the store reaches `min`, or answers 504 "too large resource version".
@@ -275,7 +331,21 @@ impl Registry {
                 .map_err(|e| store_error(Op::List, rt, "", e));
         }
         let min = match rv {
-            "" => self.consistent_revision(rt).await?,
+            "" => match self.freshness(rt).await? {
+                Fresh::Cache(min) => min,
+                Fresh::Store(at) => {
+                    let page = StorePage {
+                        prefix: &prefix,
+                        start: String::new(),
+                        revision: Some(at),
+                        issued: unix_now(),
+                    };
+                    return self
+                        .list_from_store(rt, page, opts.limit, &selection)
+                        .await
+                        .map_err(|e| store_error(Op::List, rt, "", e));
+                }
+            },
             "0" => Revision::ZERO,
             _ => requested.unwrap_or(Revision::ZERO),
         };

@@ -153,6 +153,17 @@ fn validate(opts: &WatchOptions, watch_list: bool) -> Result<(), Status> {
 }
 
 impl Registry {
+    /// The revision a watch "from the most recent state" starts at: the consistent revision
+    /// when the watch cache has reached it, else what the cache has. A cache that cannot prove
+    /// itself current (see [`Registry::freshness`]) has every change under its prefix up to
+    /// its revision; anything later reaches the watch as events, in order.
+    async fn watch_revision(&self, rt: &RegisteredType) -> Result<Revision, Status> {
+        Ok(match self.freshness(rt).await? {
+            crate::reads::Fresh::Cache(min) => min,
+            crate::reads::Fresh::Store(_) => rt.cache.revision(),
+        })
+    }
+
     /// Starts a watch of one collection (one namespace, or all when `namespace` is empty).
     /// Errors found before the stream starts are returned; later ones end the stream as a
     /// [`StreamItem::Error`].
@@ -174,7 +185,7 @@ impl Registry {
         };
         let start = match (opts.send_initial_events, rv) {
             (Some(true), "") | (None, "") => StartAt::State {
-                min: self.consistent_revision(&rt).await?,
+                min: self.watch_revision(&rt).await?,
             },
             (Some(true), "0") | (None, "0") => StartAt::State {
                 min: Revision::ZERO,
@@ -182,7 +193,7 @@ impl Registry {
             (Some(true), _) => StartAt::State {
                 min: requested.unwrap_or(Revision::ZERO),
             },
-            (Some(false), "") => StartAt::After(self.consistent_revision(&rt).await?),
+            (Some(false), "") => StartAt::After(self.watch_revision(&rt).await?),
             (Some(false), "0") => StartAt::After(rt.cache.revision()),
             (_, _) => StartAt::After(requested.unwrap_or(Revision::ZERO)),
         };

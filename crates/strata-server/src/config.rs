@@ -36,6 +36,10 @@ pub struct Config {
     pub etcd_servers: Vec<String>,
     /// The key prefix of every object in etcd (`--etcd-prefix`, default `/registry`).
     pub etcd_prefix: String,
+    /// TLS to etcd (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
+    pub etcd_cafile: Option<PathBuf>,
+    pub etcd_certfile: Option<PathBuf>,
+    pub etcd_keyfile: Option<PathBuf>,
     /// How much change history is kept (`--history-retention`, default 5m).
     pub history_retention: Duration,
     /// How often compaction runs (`--etcd-compaction-interval`); zero turns it off. `None`,
@@ -90,6 +94,9 @@ impl Default for Config {
             backend: Backend::RocksDb,
             etcd_servers: Vec::new(),
             etcd_prefix: "/registry".into(),
+            etcd_cafile: None,
+            etcd_certfile: None,
+            etcd_keyfile: None,
             history_retention: Duration::from_secs(300),
             compaction_interval: None,
             feature_gates: BTreeMap::new(),
@@ -130,6 +137,9 @@ flags:
                                     storage engine (default rocksdb)
   --etcd-servers URL[,URL...]       etcd members' client URLs, for --storage-backend etcd
   --etcd-prefix PREFIX              key prefix of the objects in etcd (default /registry)
+  --etcd-cafile FILE                CA bundle that signed the etcd members' certificates
+  --etcd-certfile FILE              client certificate for etcd (with --etcd-keyfile)
+  --etcd-keyfile FILE               the client certificate's private key
   --history-retention DURATION      change history kept for watches and lists (default 5m)
   --etcd-compaction-interval DURATION
                                     how often old history is compacted; 0 turns compaction
@@ -243,6 +253,9 @@ impl Config {
                         .collect()
                 }
                 "--etcd-prefix" => c.etcd_prefix = value()?,
+                "--etcd-cafile" => c.etcd_cafile = Some(PathBuf::from(value()?)),
+                "--etcd-certfile" => c.etcd_certfile = Some(PathBuf::from(value()?)),
+                "--etcd-keyfile" => c.etcd_keyfile = Some(PathBuf::from(value()?)),
                 "--history-retention" => c.history_retention = parse_duration(&value()?)?,
                 "--etcd-compaction-interval" => {
                     c.compaction_interval = Some(parse_duration(&value()?)?)

@@ -19,7 +19,7 @@ use strata_controllers::namespace::{NamespaceController, NamespaceControllerConf
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
 use strata_store::{MemoryStore, Revision, Store};
-use strata_store_etcd::EtcdStore;
+use strata_store_etcd::{EtcdOptions, EtcdStore, EtcdTls};
 use strata_store_rocksdb::{RocksOptions, RocksStore};
 use strata_watch::CacheConfig;
 use tokio::net::TcpListener;
@@ -38,11 +38,18 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             if config.etcd_servers.is_empty() {
                 return Err("--storage-backend etcd needs --etcd-servers".into());
             }
-            // The registry's keys begin with `/registry/` already: the default prefix puts
-            // them exactly where kube-apiserver does (`/registry/<resource>/<ns>/<name>`).
-            let prefix = config.etcd_prefix.trim_end_matches('/');
-            let root = prefix.strip_suffix("/registry").unwrap_or(prefix);
-            let store = EtcdStore::connect(&config.etcd_servers, root)
+            // The registry's keys begin with `/registry/`: the etcd prefix takes its place, so
+            // objects sit where kube-apiserver puts them (`<prefix>/<resource>/<ns>/<name>`).
+            let options = EtcdOptions {
+                prefix: config.etcd_prefix.clone(),
+                root: "/registry".into(),
+                tls: EtcdTls {
+                    ca_file: config.etcd_cafile.clone(),
+                    cert_file: config.etcd_certfile.clone(),
+                    key_file: config.etcd_keyfile.clone(),
+                },
+            };
+            let store = EtcdStore::connect_with(&config.etcd_servers, &options)
                 .await
                 .map_err(|e| {
                     format!(

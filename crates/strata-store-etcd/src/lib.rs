@@ -7,54 +7,187 @@
 //!   update or a conditional delete `Txn(If mod_revision(key) == expected → Put/Delete; else
 //!   Get)`, so a failed write leaves no trace;
 //! - reads name etcd revisions; etcd's "required revision has been compacted" and "is a future
-//!   revision" become [`StoreError::Compacted`] and [`StoreError::FutureRevision`];
-//! - the change feed is etcd's watch from `after + 1` with previous values. Each call to
-//!   [`Store::changes`] reads what etcd has up to the revision a quorum read reports, and says
-//!   it is complete only through the last event it received: etcd 3.4 may deliver a requested
-//!   progress notification ahead of pending events, so progress is never taken from one. An
-//!   idle prefix therefore reports no progress while other prefixes move the shared revision;
-//!   consistent reads must then be served from etcd itself (not done yet);
-//! - compaction is etcd's, physical; the compaction point is the highest one this store has
-//!   made or been told of (at connect time by a watch from revision 1).
+//!   revision" become [`StoreError::Compacted`] and [`StoreError::FutureRevision`]; a value over
+//!   etcd's request limit becomes [`StoreError::TooLarge`];
+//! - the change feed is one long-lived watch of the prefix (see [`feed`]), complete through its
+//!   last event or progress notification. Progress is requested only from etcd versions that
+//!   deliver it in order ([`Store::request_progress`]); on older ones a prefix that is idle
+//!   while other keys move the shared revision cannot be proven current, and consistent reads
+//!   go to etcd;
+//! - compaction is etcd's, physical, and coordinated between replicas like kube-apiserver's:
+//!   a compare-and-swap on the version of a key (`<prefix>/compact_rev_key`) elects the one
+//!   replica that compacts in an interval;
+//! - every request has a deadline: an unreachable etcd gives [`StoreError::Unavailable`]
+//!   promptly, never a hung call. Reads are retried on another member within it.
 //!
 //! Keys in the [`Store`] API are the part after the prefix.
 
+mod feed;
 pub mod load;
+mod quorum;
 pub mod testing;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use etcd_client::{
-    Client, CompactionOptions, Compare, CompareOp, DeleteOptions, EventType, GetOptions,
+    Client, CompactionOptions, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions,
     PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use strata_store::{
-    Changes, Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
+    Changes, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
 };
 use tokio::sync::watch;
 
-/// How long [`Store::changes`] waits for the next message of its watch before it takes the
-/// events it has as all there are up to the quorum revision (only an idle prefix in a
-/// keyspace that others write waits this long: otherwise the events reach that revision).
-const QUIET: Duration = Duration::from_secs(1);
+use crate::feed::{Feed, Read};
+use crate::quorum::QuorumReads;
+
+/// How long one request to etcd may take, retries included, before it fails as unavailable.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The key (under the prefix) whose version elects the replica that compacts, as
+/// kube-apiserver's `compact_rev_key`. Hidden from the [`Store`] API.
+const COMPACT_KEY: &str = "/compact_rev_key";
+
+/// How long [`Store::changes`] waits for the watch to deliver this store's own acknowledged
+/// writes before it answers with what has arrived (and says how far that is complete).
+const OWN_WRITES_WAIT: Duration = Duration::from_secs(2);
+
+/// TLS material for talking to etcd (kube-apiserver's `--etcd-cafile`, `--etcd-certfile`,
+/// `--etcd-keyfile`).
+#[derive(Clone, Debug, Default)]
+pub struct EtcdTls {
+    /// The CA that signed the members' serving certificates.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key, for members that check clients.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+impl EtcdTls {
+    fn is_set(&self) -> bool {
+        self.ca_file.is_some() || self.cert_file.is_some() || self.key_file.is_some()
+    }
+
+    fn options(&self) -> Result<etcd_client::TlsOptions> {
+        let read = |path: &PathBuf| {
+            std::fs::read(path)
+                .map_err(|e| StoreError::Invalid(format!("cannot read {}: {e}", path.display())))
+        };
+        let mut tls = etcd_client::TlsOptions::new();
+        if let Some(ca) = &self.ca_file {
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(read(ca)?));
+        }
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                tls = tls.identity(etcd_client::Identity::from_pem(read(cert)?, read(key)?));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(StoreError::Invalid(
+                    "--etcd-certfile and --etcd-keyfile go together".into(),
+                ))
+            }
+        }
+        Ok(tls)
+    }
+}
+
+/// How the store names its keys in etcd.
+///
+/// Plainly, a Store key `k` is `<prefix>k`. With a `root` (`/registry`, the server's), Store
+/// keys under the root drop it: `/registry/<rest>` is `<prefix>/<rest>`, kube-apiserver's
+/// layout under any `--etcd-prefix`; the other Store keys (Strata's own, all under `/strata/`)
+/// are `<prefix>/strata/...`, a name no resource collection takes (CRD groups hold a dot).
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+    root: String,
+}
+
+impl Keys {
+    fn full(&self, key: &str) -> String {
+        let rest = match key.strip_prefix(self.root.as_str()) {
+            Some(rest) if !self.root.is_empty() && (rest.is_empty() || rest.starts_with('/')) => {
+                rest
+            }
+            _ => key,
+        };
+        format!("{}{rest}", self.prefix)
+    }
+
+    /// The Store key of a full etcd key under the prefix.
+    fn store_key(&self, full: &str) -> String {
+        let rest = full.strip_prefix(self.prefix.as_str()).unwrap_or(full);
+        if self.root.is_empty() || rest.starts_with("/strata/") {
+            rest.to_string()
+        } else {
+            format!("{}{rest}", self.root)
+        }
+    }
+
+    fn kv(&self, kv: &etcd_client::KeyValue) -> KeyValue {
+        KeyValue {
+            key: self.store_key(&String::from_utf8_lossy(kv.key())),
+            value: Bytes::copy_from_slice(kv.value()),
+            create_revision: Revision(kv.create_revision() as u64),
+            mod_revision: Revision(kv.mod_revision() as u64),
+        }
+    }
+
+    /// Whether a full etcd key is this store's own bookkeeping, not a Store key.
+    fn is_internal(&self, key: &[u8]) -> bool {
+        key.strip_prefix(self.prefix.as_bytes()) == Some(COMPACT_KEY.as_bytes())
+    }
+
+    /// The key range of everything under the prefix, as etcd takes it: the first key and the
+    /// range end. An empty prefix is the whole keyspace (`"\0"` to `"\0"`).
+    fn scope(&self) -> (Vec<u8>, Vec<u8>) {
+        let start = if self.prefix.is_empty() {
+            vec![0]
+        } else {
+            self.prefix.as_bytes().to_vec()
+        };
+        (start, prefix_end(self.prefix.as_bytes()))
+    }
+}
+
+/// Where and how an [`EtcdStore`] keeps its keys, and how it reaches etcd.
+#[derive(Clone, Debug, Default)]
+pub struct EtcdOptions {
+    /// The etcd key prefix (no trailing slash), e.g. `/registry`.
+    pub prefix: String,
+    /// A Store key prefix that the etcd prefix replaces (see the crate docs): `/registry` for
+    /// kube-apiserver's layout under any prefix; empty to put every key under the prefix as is.
+    pub root: String,
+    pub tls: EtcdTls,
+}
 
 /// An etcd cluster as a [`Store`], under one key prefix.
 pub struct EtcdStore {
     client: Client,
-    prefix: String,
+    keys: Keys,
     current: AtomicU64,
-    compacted: AtomicU64,
-    notify: watch::Sender<Revision>,
+    /// The revision of this store's latest acknowledged write under the prefix.
+    written: AtomicU64,
+    compacted: Arc<AtomicU64>,
+    /// The version of the compaction key when this store last looked.
+    compact_version: AtomicI64,
+    feed: Arc<Feed>,
+    quorum: Arc<QuorumReads>,
     follower: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStore")
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.keys.prefix)
+            .field("feed", &self.feed)
             .finish_non_exhaustive()
     }
 }
@@ -65,19 +198,42 @@ impl Drop for EtcdStore {
     }
 }
 
-fn unavailable(e: etcd_client::Error) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+pub(crate) fn unavailable(e: etcd_client::Error) -> StoreError {
+    let text = e.to_string();
+    // etcd's own refusal, and gRPC's when the message is over the member's receive limit.
+    if text.contains("request is too large") || text.contains("larger than max") {
+        StoreError::TooLarge(format!(
+            "etcdserver: {}",
+            text.trim_start_matches("etcdserver: ")
+        ))
+    } else {
+        StoreError::Unavailable(text)
+    }
 }
 
-/// The key range of everything under `prefix`, as etcd takes it: the first key and the range
-/// end. An empty prefix is the whole keyspace (`"\0"` to `"\0"`).
-fn scope(prefix: &str) -> (Vec<u8>, Vec<u8>) {
-    let start = if prefix.is_empty() {
-        vec![0]
-    } else {
-        prefix.as_bytes().to_vec()
-    };
-    (start, prefix_end(prefix.as_bytes()))
+/// Runs `call` under [`REQUEST_TIMEOUT`].
+async fn bounded<T>(what: &str, call: impl Future<Output = Result<T>>) -> Result<T> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, call).await {
+        Ok(result) => result,
+        Err(_) => Err(StoreError::Unavailable(format!(
+            "etcd did not answer {what} within {}s",
+            REQUEST_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Whether a failed request certainly never reached etcd, so repeating it cannot apply it
+/// twice (a connection that could not be made).
+fn never_sent(e: &etcd_client::Error) -> bool {
+    let text = e.to_string();
+    text.contains("error trying to connect")
+        || text.contains("Connection refused")
+        || text.contains("tcp connect error")
+}
+
+/// Whether a failed read is worth repeating (on another member): anything but an answer.
+fn transient(e: &StoreError) -> bool {
+    matches!(e, StoreError::Unavailable(_))
 }
 
 /// The first key after every key that starts with `prefix` (etcd's range end of a prefix).
@@ -93,65 +249,99 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
-impl EtcdStore {
-    /// Connects to `endpoints` and serves the keys under `prefix` (no trailing slash, e.g.
-    /// `/registry`).
-    pub async fn connect(endpoints: &[String], prefix: &str) -> Result<EtcdStore> {
-        let mut client = Client::connect(endpoints, None)
-            .await
-            .map_err(unavailable)?;
-        let prefix = prefix.trim_end_matches('/').to_string();
-        // The current revision, and the compaction point: a watch from revision 1 is cancelled
-        // with the compaction revision when history was compacted.
-        let (start, end) = scope(&prefix);
-        let header = quorum_revision(&mut client, &prefix).await?.max(1) as u64;
-        let mut probe = client
-            .watch(
-                start,
-                Some(WatchOptions::new().with_range(end).with_start_revision(1)),
-            )
-            .await
-            .map_err(unavailable)?;
-        let mut compacted = 1u64;
-        if let Ok(Ok(Some(resp))) =
-            tokio::time::timeout(Duration::from_millis(200), probe.message()).await
-        {
-            if resp.compact_revision() > 0 {
-                compacted = resp.compact_revision() as u64;
+/// Repeats a read while it fails transiently, pausing a little between attempts; the caller
+/// bounds the whole.
+async fn retrying<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match attempt().await {
+            Err(e) if transient(&e) => {
+                tracing::debug!(%e, "etcd read failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
             }
+            other => return other,
         }
-        let (notify, _) = watch::channel(Revision(header));
-        let follower = tokio::spawn(follow(
-            client.clone(),
-            prefix.clone(),
-            header,
-            notify.clone(),
+    }
+}
+
+impl EtcdStore {
+    /// Connects to `endpoints` over plain HTTP and serves the keys under `prefix` (no trailing
+    /// slash), each Store key `k` at `<prefix>k`.
+    pub async fn connect(endpoints: &[String], prefix: &str) -> Result<EtcdStore> {
+        let options = EtcdOptions {
+            prefix: prefix.into(),
+            ..EtcdOptions::default()
+        };
+        Self::connect_with(endpoints, &options).await
+    }
+
+    /// Connects to `endpoints` (`https://` ones with TLS options) as `options` say.
+    pub async fn connect_with(endpoints: &[String], options: &EtcdOptions) -> Result<EtcdStore> {
+        let tls = &options.tls;
+        let mut connect = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+            .with_keep_alive_while_idle(true);
+        if tls.is_set() {
+            connect = connect.with_tls(tls.options()?);
+        }
+        let client = bounded("a connection", async {
+            Client::connect(endpoints, Some(connect))
+                .await
+                .map_err(unavailable)
+        })
+        .await?;
+        let keys = Keys {
+            prefix: options.prefix.trim_end_matches('/').to_string(),
+            root: options.root.trim_end_matches('/').to_string(),
+        };
+        let (version, header) = bounded("the status request", async {
+            let mut c = client.clone();
+            let status = c.status().await.map_err(unavailable)?;
+            let header = quorum::revision(&mut c, &keys).await?;
+            Ok((status.version().to_string(), header))
+        })
+        .await?;
+        let compacted = bounded("the compaction probe", compaction_point(&client, &keys)).await?;
+        let compact_version = bounded("the compaction key", async {
+            let mut c = client.clone();
+            let resp = c
+                .get(keys.full(COMPACT_KEY), None)
+                .await
+                .map_err(unavailable)?;
+            Ok(resp.kvs().first().map_or(0, |kv| kv.version()))
+        })
+        .await?;
+        let compacted = Arc::new(AtomicU64::new(compacted));
+        let start = Revision(compacted.load(Ordering::SeqCst));
+        let feed = Arc::new(Feed::new(
+            start,
+            feed::progress_safe(&version),
+            compacted.clone(),
         ));
+        tracing::info!(
+            version,
+            prefix = keys.prefix,
+            progress_requests = feed.progress_safe,
+            "connected to etcd"
+        );
+        let follower = tokio::spawn(feed::follow(client.clone(), keys.clone(), feed.clone()));
         Ok(EtcdStore {
+            quorum: Arc::new(QuorumReads::new(client.clone(), keys.clone())),
             client,
-            prefix,
-            current: AtomicU64::new(header),
-            compacted: AtomicU64::new(compacted),
-            notify,
+            keys,
+            current: AtomicU64::new(header.max(1) as u64),
+            written: AtomicU64::new(0),
+            compacted,
+            compact_version: AtomicI64::new(compact_version),
+            feed,
             follower,
         })
-    }
-
-    fn full(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
-    }
-
-    fn kv(&self, kv: &etcd_client::KeyValue) -> KeyValue {
-        let key = String::from_utf8_lossy(kv.key());
-        KeyValue {
-            key: key
-                .strip_prefix(self.prefix.as_str())
-                .unwrap_or(&key)
-                .to_string(),
-            value: Bytes::copy_from_slice(kv.value()),
-            create_revision: Revision(kv.create_revision() as u64),
-            mod_revision: Revision(kv.mod_revision() as u64),
-        }
     }
 
     /// Records a revision etcd reported; returns it.
@@ -181,7 +371,7 @@ impl EtcdStore {
                 current: Revision(self.current.load(Ordering::SeqCst)),
             }
         } else {
-            StoreError::Unavailable(text)
+            unavailable(e)
         }
     }
 
@@ -201,65 +391,74 @@ impl EtcdStore {
         Ok(r.0 as i64)
     }
 
+    /// A write transaction, repeated only when it certainly never reached etcd.
     async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
-        let mut client = self.client.clone();
-        let resp = client.txn(txn).await.map_err(unavailable)?;
-        self.header_revision(resp.header());
+        let resp = bounded("a write", async {
+            let mut pause = Duration::from_millis(20);
+            loop {
+                let mut client = self.client.clone();
+                match client.txn(txn.clone()).await {
+                    Ok(resp) => return Ok(resp),
+                    Err(e) if never_sent(&e) => {
+                        tracing::debug!(%e, "etcd write not sent; retrying");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(500));
+                    }
+                    Err(e) => return Err(unavailable(e)),
+                }
+            }
+        })
+        .await?;
+        let revision = self.header_revision(resp.header());
+        if resp.succeeded() {
+            self.written.fetch_max(revision.0, Ordering::SeqCst);
+        }
         Ok(resp)
     }
 
     /// The current value of `key` in a failed transaction's `Get`.
-    fn fetched(&self, resp: &etcd_client::TxnResponse) -> Option<KeyValue> {
+    fn fetched(&self, resp: &etcd_client::TxnResponse) -> Option<etcd_client::KeyValue> {
         resp.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| self.kv(kv)),
+            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
             _ => None,
         })
     }
+
+    /// The Store keys' compaction key, for tests of the coordination.
+    #[doc(hidden)]
+    pub fn compaction_key(&self) -> String {
+        self.keys.full(COMPACT_KEY)
+    }
 }
 
-/// etcd's current revision by a linearizable read (a count of the prefix, so nothing is sent).
-async fn quorum_revision(client: &mut Client, prefix: &str) -> Result<i64> {
-    let (start, end) = scope(prefix);
-    let resp = client
-        .get(
+/// etcd's compaction point: a watch from revision 1 is cancelled with it when history was
+/// compacted (1 when it never was).
+async fn compaction_point(client: &Client, keys: &Keys) -> Result<u64> {
+    let (start, end) = keys.scope();
+    let mut client = client.clone();
+    let mut probe = client
+        .watch(
             start,
-            Some(GetOptions::new().with_range(end).with_count_only()),
+            Some(WatchOptions::new().with_range(end).with_start_revision(1)),
         )
         .await
         .map_err(unavailable)?;
-    Ok(resp.header().map_or(0, |h| h.revision()))
-}
-
-/// Follows the prefix for [`Store::subscribe`]: every event moves the announced revision. On a
-/// broken stream it starts again from the last revision seen.
-async fn follow(client: Client, prefix: String, from: u64, notify: watch::Sender<Revision>) {
-    let mut after = from;
-    let (start, end) = scope(&prefix);
     loop {
-        let mut client = client.clone();
-        let options = WatchOptions::new()
-            .with_range(end.clone())
-            .with_start_revision(after as i64 + 1);
-        if let Ok(mut stream) = client.watch(start.clone(), Some(options)).await {
-            while let Ok(Some(resp)) = stream.message().await {
-                if resp.compact_revision() > 0 {
-                    after = resp.compact_revision() as u64;
-                    break;
-                }
-                if let Some(last) = resp.events().last().and_then(|e| e.kv()) {
-                    after = after.max(last.mod_revision() as u64);
-                    notify.send_replace(Revision(after));
-                }
+        match tokio::time::timeout(Duration::from_millis(200), probe.message()).await {
+            Ok(Ok(Some(resp))) if resp.compact_revision() > 0 => {
+                return Ok(resp.compact_revision() as u64)
             }
+            // The creation message, or events from revision 1 on: nothing was compacted.
+            Ok(Ok(Some(resp))) if resp.created() => continue,
+            _ => return Ok(1),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
 #[async_trait]
 impl Store for EtcdStore {
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {
-        let full = self.full(key);
+        let full = self.keys.full(key);
         let txn = Txn::new()
             .when([Compare::create_revision(full.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(full.clone(), value.to_vec(), None)])
@@ -278,7 +477,7 @@ impl Store for EtcdStore {
     }
 
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue> {
-        let full = self.full(key);
+        let full = self.keys.full(key);
         let txn = Txn::new()
             .when([Compare::mod_revision(
                 full.clone(),
@@ -298,7 +497,7 @@ impl Store for EtcdStore {
                 Some(current) => StoreError::Conflict {
                     key: key.into(),
                     expected,
-                    actual: current.mod_revision,
+                    actual: Revision(current.mod_revision() as u64),
                 },
             });
         }
@@ -320,7 +519,7 @@ impl Store for EtcdStore {
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)> {
-        let full = self.full(key);
+        let full = self.keys.full(key);
         let condition = match expected {
             Some(r) => Compare::mod_revision(full.clone(), CompareOp::Equal, r.0 as i64),
             None => Compare::create_revision(full.clone(), CompareOp::Greater, 0),
@@ -338,7 +537,7 @@ impl Store for EtcdStore {
                 (Some(current), Some(expected)) => StoreError::Conflict {
                     key: key.into(),
                     expected,
-                    actual: current.mod_revision,
+                    actual: Revision(current.mod_revision() as u64),
                 },
                 _ => StoreError::NotFound(key.into()),
             });
@@ -348,7 +547,7 @@ impl Store for EtcdStore {
             .op_responses()
             .into_iter()
             .find_map(|op| match op {
-                TxnOpResponse::Delete(d) => d.prev_kvs().first().map(|kv| self.kv(kv)),
+                TxnOpResponse::Delete(d) => d.prev_kvs().first().map(|kv| self.keys.kv(kv)),
                 _ => None,
             })
             .ok_or_else(|| StoreError::NotFound(key.into()))?;
@@ -361,14 +560,26 @@ impl Store for EtcdStore {
         revision: Option<Revision>,
     ) -> Result<(Option<KeyValue>, Revision)> {
         let at = self.check_read(revision)?;
-        let mut client = self.client.clone();
-        let resp = client
-            .get(self.full(key), Some(GetOptions::new().with_revision(at)))
-            .await
-            .map_err(|e| self.read_error(e, revision.unwrap_or_default()))?;
+        let full = self.keys.full(key);
+        let resp = bounded(
+            "a read",
+            retrying(|| async {
+                let mut client = self.client.clone();
+                client
+                    .get(full.clone(), Some(GetOptions::new().with_revision(at)))
+                    .await
+                    .map_err(|e| self.read_error(e, revision.unwrap_or_default()))
+            }),
+        )
+        .await?;
         let header = self.header_revision(resp.header());
         let read_at = revision.unwrap_or(header);
-        Ok((resp.kvs().first().map(|kv| self.kv(kv)), read_at))
+        let kv = resp
+            .kvs()
+            .first()
+            .filter(|kv| !self.keys.is_internal(kv.key()))
+            .map(|kv| self.keys.kv(kv));
+        Ok((kv, read_at))
     }
 
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
@@ -379,11 +590,11 @@ impl Store for EtcdStore {
             )));
         }
         let at = self.check_read(req.revision)?;
-        let full_prefix = self.full(&req.prefix);
+        let full_prefix = self.keys.full(&req.prefix);
         let start = if req.start.is_empty() {
             full_prefix.clone()
         } else {
-            self.full(&req.start)
+            self.keys.full(&req.start)
         };
         let mut options = GetOptions::new()
             .with_range(prefix_end(full_prefix.as_bytes()))
@@ -391,14 +602,34 @@ impl Store for EtcdStore {
         if req.limit > 0 {
             options = options.with_limit(req.limit as i64);
         }
-        let mut client = self.client.clone();
-        let resp = client
-            .get(start, Some(options))
-            .await
-            .map_err(|e| self.read_error(e, req.revision.unwrap_or_default()))?;
+        let resp = bounded(
+            "a range read",
+            retrying(|| async {
+                let mut client = self.client.clone();
+                client
+                    .get(start.clone(), Some(options.clone()))
+                    .await
+                    .map_err(|e| self.read_error(e, req.revision.unwrap_or_default()))
+            }),
+        )
+        .await?;
         let header = self.header_revision(resp.header());
-        let kvs: Vec<KeyValue> = resp.kvs().iter().map(|kv| self.kv(kv)).collect();
-        let remaining = (resp.count().max(0) as u64).saturating_sub(kvs.len() as u64);
+        let mut hidden = 0u64;
+        let kvs: Vec<KeyValue> = resp
+            .kvs()
+            .iter()
+            .filter(|kv| {
+                let internal = self.keys.is_internal(kv.key());
+                hidden += internal as u64;
+                !internal
+            })
+            .map(|kv| self.keys.kv(kv))
+            // Strata's own keys sit beside the root's under the prefix.
+            .filter(|kv| kv.key.starts_with(&req.prefix))
+            .collect();
+        let remaining = (resp.count().max(0) as u64)
+            .saturating_sub(kvs.len() as u64)
+            .saturating_sub(hidden);
         Ok(RangeResponse {
             kvs,
             revision: req.revision.unwrap_or(header),
@@ -414,76 +645,23 @@ impl Store for EtcdStore {
                 compacted: Revision(compacted),
             });
         }
-        let target = self.consistent_revision().await?;
-        if after >= target {
-            return Ok(Changes {
-                events: Vec::new(),
-                revision: after,
-            });
+        // The feed covers this store's own acknowledged writes: wait (briefly) for the watch to
+        // deliver them.
+        let written = Revision(self.written.load(Ordering::SeqCst));
+        if written > after {
+            self.feed.wait_through(written, OWN_WRITES_WAIT).await;
         }
-        let mut client = self.client.clone();
-        let (start, end) = scope(&self.prefix);
-        let options = WatchOptions::new()
-            .with_range(end)
-            .with_prev_key()
-            .with_start_revision(after.0 as i64 + 1);
-        let mut stream = client
-            .watch(start, Some(options))
-            .await
-            .map_err(unavailable)?;
-        let mut events = Vec::new();
-        let mut through = after;
-        'read: loop {
-            let resp = match tokio::time::timeout(QUIET, stream.message()).await {
-                // Quiet: the prefix has nothing more up to `target` that has arrived.
-                Err(_) => break,
-                Ok(Ok(Some(resp))) => resp,
-                Ok(Ok(None)) => break,
-                Ok(Err(e)) => return Err(unavailable(e)),
-            };
-            if resp.compact_revision() > 0 {
-                let point = resp.compact_revision() as u64;
-                self.compacted.fetch_max(point, Ordering::SeqCst);
-                return Err(StoreError::Compacted {
-                    requested: after,
-                    compacted: Revision(point),
-                });
-            }
-            for e in resp.events() {
-                let Some(kv) = e.kv() else { continue };
-                let revision = Revision(kv.mod_revision() as u64);
-                if revision > target || (limit > 0 && events.len() == limit) {
-                    break 'read;
-                }
-                let event = match e.event_type() {
-                    EventType::Put => Event::Put {
-                        kv: self.kv(kv),
-                        prev: e.prev_kv().map(|p| self.kv(p)),
-                    },
-                    EventType::Delete => match e.prev_kv() {
-                        Some(prev) => Event::Delete {
-                            prev: self.kv(prev),
-                            revision,
-                        },
-                        // A delete without its previous value cannot be followed.
-                        None => {
-                            return Err(StoreError::Corrupt(format!(
-                                "a delete event at revision {revision} without its previous value"
-                            )))
-                        }
-                    },
-                };
-                events.push(event);
-                through = revision;
-            }
-            if through >= target {
-                break;
+        match self.feed.read(after, limit) {
+            Read::Buffered(events, revision) => Ok(Changes { events, revision }),
+            Read::Before { base } => {
+                let (events, revision) = bounded(
+                    "a history read",
+                    feed::history(&self.client, &self.keys, after, base, limit),
+                )
+                .await?;
+                Ok(Changes { events, revision })
             }
         }
-        Ok(Changes {
-            events,
-            revision: through,
-        })
     }
 
     fn current_revision(&self) -> Revision {
@@ -491,15 +669,21 @@ impl Store for EtcdStore {
     }
 
     async fn consistent_revision(&self) -> Result<Revision> {
-        let mut client = self.client.clone();
-        let revision = quorum_revision(&mut client, &self.prefix).await?;
+        let revision = bounded("a quorum read", self.quorum.read()).await?;
         Ok(self.saw(revision))
+    }
+
+    fn request_progress(&self) -> bool {
+        self.feed.request_progress()
     }
 
     fn compacted_revision(&self) -> Revision {
         Revision(self.compacted.load(Ordering::SeqCst))
     }
 
+    /// Compacts etcd's history, unless another replica over the same prefix compacted since
+    /// this store last looked: kube-apiserver's election by compare-and-swap on the version of
+    /// the compaction key, so that one replica compacts per interval however many run.
     async fn compact(&self, revision: Revision) -> Result<()> {
         let current = self.consistent_revision().await?;
         if revision > current {
@@ -510,33 +694,90 @@ impl Store for EtcdStore {
         if revision.0 <= self.compacted.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let mut client = self.client.clone();
-        match client
-            .compact(
-                revision.0 as i64,
-                Some(CompactionOptions::new().with_physical()),
-            )
-            .await
-        {
-            Ok(_) => {}
-            // Someone compacted further already: the goal is reached.
-            Err(e)
-                if e.to_string()
-                    .contains("required revision has been compacted") => {}
-            Err(e) => return Err(unavailable(e)),
+        let key = self.keys.full(COMPACT_KEY);
+        let seen = self.compact_version.load(Ordering::SeqCst);
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, seen)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                revision.0.to_string().into_bytes(),
+                None,
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.txn(txn).await?;
+        if !resp.succeeded() {
+            // Another replica won this interval; it compacts (to the revision it recorded).
+            if let Some(kv) = self.fetched(&resp) {
+                self.compact_version.store(kv.version(), Ordering::SeqCst);
+                if let Some(point) = std::str::from_utf8(kv.value())
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    tracing::debug!(point, "etcd compaction: another replica compacts");
+                }
+            }
+            return Ok(());
         }
+        self.compact_version.store(seen + 1, Ordering::SeqCst);
+        bounded("a compaction", async {
+            let mut client = self.client.clone();
+            let options = CompactionOptions::new().with_physical();
+            match client.compact(revision.0 as i64, Some(options)).await {
+                Ok(_) => Ok(()),
+                // Someone compacted further already: the goal is reached.
+                Err(e)
+                    if e.to_string()
+                        .contains("required revision has been compacted") =>
+                {
+                    Ok(())
+                }
+                Err(e) => Err(unavailable(e)),
+            }
+        })
+        .await?;
         self.compacted.fetch_max(revision.0, Ordering::SeqCst);
         Ok(())
     }
 
     fn subscribe(&self) -> watch::Receiver<Revision> {
-        self.notify.subscribe()
+        self.feed.notify.subscribe()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::prefix_end;
+    use super::{prefix_end, Keys};
+
+    #[test]
+    fn keys_under_a_root_take_kube_apiservers_layout() {
+        let keys = |prefix: &str, root: &str| Keys {
+            prefix: prefix.into(),
+            root: root.into(),
+        };
+        let kube = keys("/registry", "/registry");
+        assert_eq!(
+            kube.full("/registry/serviceaccounts/ns/a"),
+            "/registry/serviceaccounts/ns/a"
+        );
+        assert_eq!(
+            kube.full("/strata/admin-token"),
+            "/registry/strata/admin-token"
+        );
+        let other = keys("/tenant-a", "/registry");
+        assert_eq!(
+            other.full("/registry/namespaces/x"),
+            "/tenant-a/namespaces/x"
+        );
+        assert_eq!(
+            other.store_key("/tenant-a/namespaces/x"),
+            "/registry/namespaces/x"
+        );
+        assert_eq!(other.store_key("/tenant-a/strata/pki/ca"), "/strata/pki/ca");
+        assert_eq!(other.full("/registryx"), "/tenant-a/registryx");
+        let plain = keys("/p", "");
+        assert_eq!(plain.full("/c/a"), "/p/c/a");
+        assert_eq!(plain.store_key("/p/c/a"), "/c/a");
+    }
 
     #[test]
     fn prefix_ends() {

@@ -143,6 +143,10 @@ pub enum StoreError {
     /// Stored data could not be read back.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// The value is larger than the engine accepts in one request (etcd's `--max-request-bytes`,
+    /// 1.5 MiB by default).
+    #[error("{0}")]
+    TooLarge(String),
     /// The engine cannot serve right now (I/O failure, shutdown).
     #[error("storage unavailable: {0}")]
     Unavailable(String),
@@ -197,6 +201,16 @@ pub trait Store: Send + Sync + 'static {
     /// quorum. Consistent reads from the watch cache wait until the cache reaches it.
     async fn consistent_revision(&self) -> Result<Revision> {
         Ok(self.current_revision())
+    }
+
+    /// Asks the change feed to show, soon, that it is complete through the revision
+    /// [`Store::consistent_revision`] reports, even when no change under this store's keys
+    /// produced that revision (a shared keyspace moved on). Returns `false` when the engine
+    /// cannot prove that safely: a cache waiting for such a revision then waits in vain, and
+    /// consistent reads should go to the store itself after a short wait. Embedded engines own
+    /// their keyspace: their feed always reaches the consistent revision.
+    fn request_progress(&self) -> bool {
+        true
     }
 
     /// The compaction point: reads at revisions below it fail with `Compacted`.
