@@ -631,7 +631,10 @@ async fn an_unreadable_object_can_be_forced_out_only_with_the_gate_and_the_optio
     create_held_sa(&h, "broken", "bad", &["example.com/hold"]).await;
     h.create_sa("broken", "good", Value::Null).await;
     assert!(s.terminate());
-    corrupt(dir.path(), "/registry/serviceaccounts/broken/bad");
+    match s.etcd() {
+        None => corrupt(dir.path(), "/registry/serviceaccounts/broken/bad"),
+        Some(etcd) => corrupt_in_etcd(etcd, "/registry/serviceaccounts/broken/bad").await,
+    }
 
     // Without the gate the option is ignored: the object can be neither read nor deleted.
     let mut s = TestServer::start_in(dir.path(), &[]);
@@ -736,6 +739,23 @@ async fn an_unreadable_object_can_be_forced_out_only_with_the_gate_and_the_optio
         404,
         "NotFound",
     );
+}
+
+/// Overwrites a stored value in etcd with bytes that are not an object, straight through the
+/// etcd engine (the key is the registry's, which is also the etcd key under `/registry`).
+async fn corrupt_in_etcd(etcd: &strata_store_etcd::testing::TestEtcd, key: &str) {
+    use strata_store::Store;
+    let store = etcd.store("").await;
+    let (kv, _) = store.get(key, None).await.expect("read the stored value");
+    let kv = kv.unwrap_or_else(|| panic!("{key} is not in etcd"));
+    store
+        .update(
+            key,
+            bytes::Bytes::from_static(b"{\"metadata\": not json"),
+            kv.mod_revision,
+        )
+        .await
+        .expect("overwrite the stored value");
 }
 
 /// Overwrites a stored value with bytes that are not an object, through `strata debug put-raw`

@@ -1,9 +1,18 @@
 //! Test support: starts the real `strata` binary on 127.0.0.1 with a temporary data directory
 //! and talks to it over HTTP.
+//!
+//! `STRATA_TEST_STORAGE` picks the storage every [`TestServer`] runs on: `rocksdb` (the default)
+//! is one process on the embedded engine; `etcd` is a throwaway etcd per server (started from
+//! `/usr/bin/etcd`) and two `strata serve` replicas over it. On etcd the harness's own requests
+//! that write (POST, PUT, PATCH, DELETE) go to replica A and the reads (GET, HEAD) and watch
+//! streams go to replica B, so every test also checks that the replicas agree. Real clients
+//! (kubectl, kube-rs, the Python client) take one URL, [`TestServer::addr`]: they read and
+//! write through replica B, while the harness's own writes still come from A.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,13 +21,41 @@ use hyper::{HeaderMap, Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
+use strata_store_etcd::testing::TestEtcd;
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
-/// A running server process. Killed (SIGKILL) on drop.
+/// The storage the test servers run on (`STRATA_TEST_STORAGE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// One process on the embedded RocksDB engine (`rocksdb`, the default).
+    RocksDb,
+    /// Two replicas over a throwaway etcd (`etcd`).
+    Etcd,
+}
+
+/// The storage chosen by `STRATA_TEST_STORAGE`; panics on a value it does not know.
+pub fn storage() -> Storage {
+    match std::env::var("STRATA_TEST_STORAGE").as_deref() {
+        Err(_) | Ok("") | Ok("rocksdb") => Storage::RocksDb,
+        Ok("etcd") => Storage::Etcd,
+        Ok(other) => panic!("STRATA_TEST_STORAGE={other:?}: expected rocksdb or etcd"),
+    }
+}
+
+/// A running server: one process, or on etcd two replicas and their etcd. Every process is
+/// killed (SIGKILL) on drop.
 pub struct TestServer {
-    child: Option<Child>,
+    /// The processes: the read replica first, then (on etcd) the write replica.
+    children: Vec<Child>,
+    /// Where reads, watches and real clients go (`host:port`): the only process on RocksDB,
+    /// replica B on etcd.
     pub addr: String,
+    /// Where the harness's writes go: `addr` on RocksDB, replica A on etcd.
+    write_addr: String,
+    /// The etcd the replicas share, as long as this server holds it (shared with a server
+    /// started again on the same data directory while this one is in scope).
+    etcd: Option<Arc<TestEtcd>>,
     _tmp: Option<tempfile::TempDir>,
     client: HttpClient,
 }
@@ -61,9 +98,18 @@ const PLAIN: [&str; 3] = [
     "--authorization-mode=AlwaysAllow",
 ];
 
+/// The `strata` binary: where nextest says it is when the tests run from an archive
+/// (`NEXTEST_BIN_EXE_strata`, so that a run does not see the binaries of a later build), else
+/// where Cargo built it.
+pub fn strata_bin() -> PathBuf {
+    std::env::var_os("NEXTEST_BIN_EXE_strata")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_strata")))
+}
+
 fn spawn(data_dir: &Path, extra: &[&str], tls: bool) -> (Child, String) {
     let defaults: &[&str] = if tls { &[] } else { &PLAIN };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let mut child = Command::new(strata_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
         .args(defaults)
@@ -86,6 +132,77 @@ fn spawn(data_dir: &Path, extra: &[&str], tls: bool) -> (Child, String) {
         .unwrap_or_else(|| panic!("unexpected first line from strata: {line:?}"))
         .to_string();
     (child, addr)
+}
+
+/// The etcds of the servers that run in this process, by data directory: a server started again
+/// on a data directory while the first one is still in scope (killed or terminated, as a crash
+/// or restart test does) finds the same etcd, as a restarted kube-apiserver finds its cluster.
+/// An etcd goes when the last server holding it is dropped.
+fn etcd_for(data_dir: &Path) -> Arc<TestEtcd> {
+    static LIVE: Mutex<Vec<(PathBuf, Weak<TestEtcd>)>> = Mutex::new(Vec::new());
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    live.retain(|(_, etcd)| etcd.strong_count() > 0);
+    if let Some(etcd) = live
+        .iter()
+        .find(|(dir, _)| dir == data_dir)
+        .and_then(|(_, etcd)| etcd.upgrade())
+    {
+        return etcd;
+    }
+    let etcd = Arc::new(TestEtcd::start().unwrap_or_else(|e| {
+        panic!(
+            "STRATA_TEST_STORAGE=etcd needs {} (apt-get install -y etcd-server): {e}",
+            strata_store_etcd::testing::ETCD
+        )
+    }));
+    wait_healthy(&etcd.url);
+    live.push((data_dir.to_path_buf(), Arc::downgrade(&etcd)));
+    etcd
+}
+
+/// Waits until the etcd at `url` (`http://host:port`) reports itself healthy (it has a leader),
+/// asking its `/health` endpoint; panics after 20 s.
+fn wait_healthy(url: &str) {
+    let addr = url.strip_prefix("http://").expect("an http:// etcd URL");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = std::net::TcpStream::connect(addr).and_then(|mut tcp| {
+            tcp.set_read_timeout(Some(Duration::from_secs(2)))?;
+            tcp.write_all(b"GET /health HTTP/1.0\r\nHost: etcd\r\n\r\n")?;
+            let mut text = String::new();
+            tcp.read_to_string(&mut text)?;
+            Ok(text)
+        });
+        if matches!(&answer, Ok(text) if text.contains("\"health\":\"true\"")) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "etcd at {url} is not healthy after 20 s: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Copies the files of `from` into `to` (one level: the generated CA, serving certificate and
+/// admin token), so a second replica serves with the first one's CA and accepts its admin token.
+fn copy_files(from: &Path, to: &Path) {
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return;
+    };
+    std::fs::create_dir_all(to).expect("create the replica's pki directory");
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy pki");
+        }
+    }
+}
+
+/// The data directory of the write replica (A) of a server on etcd whose read replica (B)
+/// has `data_dir`: inside it, since on etcd a data directory holds only the TLS material and
+/// the admin kubeconfig.
+fn write_replica_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("replica-a")
 }
 
 impl TestServer {
@@ -130,44 +247,98 @@ impl TestServer {
         Self::spawned(data_dir, extra, true)
     }
 
+    /// On RocksDB, or when `extra` names a `--storage-backend`, one process on `data_dir`. On
+    /// etcd the etcd of `data_dir` (started unless a server on it is still in scope), replica B
+    /// on `data_dir` (the caller finds its admin kubeconfig there, naming B), then replica A on
+    /// a directory inside it with a copy of B's CA and admin token.
     fn spawned(data_dir: &Path, extra: &[&str], tls: bool) -> TestServer {
-        let (child, addr) = spawn(data_dir, extra, tls);
-        TestServer {
-            child: Some(child),
-            addr,
-            _tmp: None,
-            client: Client::builder(TokioExecutor::new()).build_http(),
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        // A test that names its backend (etcd of its own, memory, or RocksDB for a test about
+        // moving data) gets exactly one process on it, whatever `STRATA_TEST_STORAGE` says.
+        let chosen = extra
+            .iter()
+            .any(|f| *f == "--storage-backend" || f.starts_with("--storage-backend="));
+        if storage() == Storage::RocksDb || chosen {
+            let (child, addr) = spawn(data_dir, extra, tls);
+            return TestServer {
+                children: vec![child],
+                write_addr: addr.clone(),
+                addr,
+                etcd: None,
+                _tmp: None,
+                client,
+            };
         }
+        let etcd = etcd_for(data_dir);
+        let url = etcd.url.clone();
+        let mut flags = vec!["--storage-backend", "etcd", "--etcd-servers", &url];
+        flags.extend_from_slice(extra);
+        let (b, addr) = spawn(data_dir, &flags, tls);
+        // From here on, the drop of `server` kills B (and releases etcd) if A fails to start.
+        let mut server = TestServer {
+            children: vec![b],
+            addr: addr.clone(),
+            write_addr: addr,
+            etcd: Some(etcd),
+            _tmp: None,
+            client,
+        };
+        let a_dir = write_replica_dir(data_dir);
+        copy_files(&data_dir.join("pki"), &a_dir.join("pki"));
+        let (a, write_addr) = spawn(&a_dir, &flags, tls);
+        server.children.push(a);
+        server.write_addr = write_addr;
+        server
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
-    /// Kills the process with SIGKILL, as a crash would.
+    /// The etcd this server's replicas share; `None` on RocksDB.
+    pub fn etcd(&self) -> Option<&TestEtcd> {
+        self.etcd.as_deref()
+    }
+
+    /// Kills every process with SIGKILL, as a crash would (on etcd both replicas; etcd itself
+    /// keeps running while this server is in scope).
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        for mut c in self.children.drain(..) {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    /// Sends SIGTERM and waits for the process to exit; returns whether it exited cleanly.
+    /// Sends SIGTERM to every process and waits for them to exit; returns whether they all
+    /// exited cleanly.
     pub fn terminate(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else {
+        let children: Vec<Child> = self.children.drain(..).collect();
+        if children.is_empty() {
             return false;
-        };
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(status)) = c.try_wait() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = c.kill();
-        false
+        for c in &children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+        }
+        let mut clean = true;
+        for mut c in children {
+            let mut exited = false;
+            for _ in 0..100 {
+                if let Ok(Some(status)) = c.try_wait() {
+                    clean &= status.success();
+                    exited = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if !exited {
+                let _ = c.kill();
+                let _ = c.wait();
+                clean = false;
+            }
+        }
+        clean
     }
 
     /// Sends a request with optional body and headers.
@@ -276,10 +447,14 @@ pub fn run_with_timeout(cmd: &mut Command, dir: &Path, timeout: Duration) -> Fin
 // Helpers for the list and watch tests.
 
 /// A handle on the server's HTTP API that can be cloned into tasks (the [`TestServer`] itself
-/// stays with the test, which may need it to kill or restart the process).
+/// stays with the test, which may need it to kill or restart the process). On etcd it reads
+/// from one replica and writes through the other.
 #[derive(Clone)]
 pub struct Http {
+    /// Where GET and HEAD go.
     base: String,
+    /// Where every other method goes.
+    write_base: String,
     client: HttpClient,
 }
 
@@ -289,16 +464,19 @@ impl Http {
     pub fn to(addr: &str) -> Http {
         Http {
             base: format!("http://{addr}"),
+            write_base: format!("http://{addr}"),
             client: Client::builder(TokioExecutor::new()).build_http(),
         }
     }
 }
 
 impl TestServer {
-    /// A cloneable client for this server.
+    /// A cloneable client for this server: reads go to [`TestServer::addr`], writes (on etcd)
+    /// to replica A.
     pub fn http(&self) -> Http {
         Http {
             base: format!("http://{}", self.addr),
+            write_base: format!("http://{}", self.write_addr),
             client: self.client.clone(),
         }
     }
@@ -323,9 +501,13 @@ impl Http {
         body: Option<&[u8]>,
         headers: &[(&str, &str)],
     ) -> Reply {
+        let base = match method {
+            "GET" | "HEAD" => &self.base,
+            _ => &self.write_base,
+        };
         let mut req = Request::builder()
             .method(Method::from_bytes(method.as_bytes()).expect("method"))
-            .uri(format!("{}{path}", self.base));
+            .uri(format!("{base}{path}"));
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
