@@ -1,9 +1,11 @@
 //! `cargo xtask bench`: whole-server load. Starts release `strata` servers (and, for the
 //! foundation figures, the hello server) as child processes, drives them with the load
 //! generators in `load` and the submodules, prints markdown tables and rewrites the sections of
-//! `docs/benchmarks.md` it measured. Micro-benchmarks of hot paths are Criterion's job, not
+//! `docs/benchmarks.md` it measured. The etcd part also starts etcd (`/usr/bin/etcd`).
+//! Micro-benchmarks of hot paths are Criterion's job, not
 //! this one.
 
+mod etcd;
 mod formats;
 mod lists;
 mod procfs;
@@ -57,6 +59,8 @@ struct Parts {
     watch: bool,
     updates: bool,
     formats: bool,
+    /// Only when asked for: it needs etcd installed.
+    etcd: bool,
 }
 
 impl Options {
@@ -71,6 +75,7 @@ impl Options {
                 watch: true,
                 updates: true,
                 formats: true,
+                etcd: false,
             },
             list_sizes: vec![10_000, lists::TARGET_OBJECTS],
             watch: watch::Plan {
@@ -99,6 +104,7 @@ impl Options {
                         watch: false,
                         updates: false,
                         formats: false,
+                        etcd: false,
                     });
                     for part in value("--only")?.split(',') {
                         match part {
@@ -107,10 +113,11 @@ impl Options {
                             "watch" => parts.watch = true,
                             "updates" => parts.updates = true,
                             "formats" => parts.formats = true,
+                            "etcd" => parts.etcd = true,
                             other => {
                                 return Err(format!(
                                     "--only: unknown part {other:?} \
-                                     (foundation, lists, watch, updates, formats)"
+                                     (foundation, lists, watch, updates, formats, etcd)"
                                 ))
                             }
                         }
@@ -142,6 +149,7 @@ impl Options {
                 || options.parts.watch
                 || options.parts.updates
                 || options.parts.formats
+                || options.parts.etcd
             {
                 if only.is_some() {
                     return Err("--only-ceiling measures the foundation part only".into());
@@ -152,6 +160,7 @@ impl Options {
                     watch: false,
                     updates: false,
                     formats: false,
+                    etcd: false,
                 };
             }
             options.parts.foundation = true;
@@ -353,6 +362,34 @@ pub fn bench(options: &Options) -> Result<()> {
                 doc_path.display()
             );
         }
+    }
+    if options.parts.etcd {
+        let measure = Duration::from_secs(options.seconds);
+        let results =
+            runtime.block_on(etcd::run(binary, scratch.path(), measure, options.watch))?;
+        println!(
+            "\n{}\n{}",
+            etcd::table(&results),
+            etcd::fan_out_table(&results)
+        );
+        for line in etcd::problems(&results) {
+            println!("- {line}");
+        }
+        let verdicts = etcd::verdicts(&results);
+        for (line, _) in &verdicts {
+            println!("- {line}");
+        }
+        if options.write {
+            let section = etcd::section(&header, &results, measure, options.watch);
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(&doc_path, replace_section(&old, etcd::SECTION, &section))?;
+            eprintln!(
+                "\nwrote the {} section of {}",
+                etcd::SECTION,
+                doc_path.display()
+            );
+        }
+        all_verdicts.extend(verdicts);
     }
     finish(options, &all_verdicts)
 }
@@ -697,7 +734,7 @@ fn strata_binary() -> Result<PathBuf> {
 }
 
 /// `<target_directory>/release/<name>`, when it has been built.
-fn release_binary(name: &str) -> Result<PathBuf> {
+pub(crate) fn release_binary(name: &str) -> Result<PathBuf> {
     let metadata = crate::cargo_metadata(&["--no-deps"])?;
     let target = metadata["target_directory"]
         .as_str()
@@ -1252,7 +1289,8 @@ mod tests {
                 lists: false,
                 watch: false,
                 updates: false,
-                formats: false
+                formats: false,
+                etcd: false
             }
         );
         let o = Options::parse(&args("--only formats")).unwrap();
@@ -1273,7 +1311,8 @@ mod tests {
                 lists: true,
                 watch: true,
                 updates: true,
-                formats: true
+                formats: true,
+                etcd: false
             }
         );
         assert_eq!(o.list_sizes, [10_000, 100_000]);
@@ -1298,7 +1337,8 @@ mod tests {
                 lists: true,
                 watch: true,
                 updates: false,
-                formats: false
+                formats: false,
+                etcd: false
             }
         );
         assert_eq!(o.list_sizes, [500, 2000]);
@@ -1316,6 +1356,9 @@ mod tests {
         assert!(o.parts.foundation && o.parts.watch && !o.parts.lists);
         let o = Options::parse(&args("--only updates --seconds 2")).unwrap();
         assert!(o.parts.updates && !o.parts.foundation && !o.parts.lists && !o.parts.watch);
+        let o = Options::parse(&args("--only etcd --seconds 3 --watchers 10")).unwrap();
+        assert!(o.parts.etcd && !o.parts.foundation && !o.parts.watch && !o.parts.formats);
+        assert_eq!((o.seconds, o.watch.watchers), (3, 10));
 
         for bad in [
             "--only",
@@ -1327,6 +1370,7 @@ mod tests {
             "--rate -5",
             "--only watch --only-ceiling",
             "--only updates --only-ceiling",
+            "--only etcd --only-ceiling",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad}");
         }

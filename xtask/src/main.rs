@@ -2,7 +2,9 @@
 //! the server). It is not part of the server and depends on no workspace crate.
 
 mod bench;
+mod cluster;
 mod codegen;
+mod etcd;
 mod fixtures;
 mod load;
 mod prereq;
@@ -23,16 +25,23 @@ commands:
   test                  prerequisites, tidy, rustfmt check, clippy, then all tests
   run [-- ARGS...]      build and start the server on 127.0.0.1:6443 with data in ./strata-data;
                         ARGS are passed to `strata serve`
+  cluster [OPTIONS] [-- ARGS...]
+                        start 3 local etcd members and 2 Strata replicas over them (release
+                        build) until Ctrl-C; ARGS go to both replicas' `strata serve`
+      --dir DIR         data and logs (default ./strata-cluster, kept between runs)
+      --temp            data and logs in a temporary directory, removed at exit
+      --strata-binary PATH
+                        run this server binary instead of building one
   bench [OPTIONS]       whole-server load benchmarks; writes docs/benchmarks.md
-      --only PARTS      run only these, comma-separated: foundation, lists, watch, updates
-                        (default: all four)
-      --seconds N       foundation and updates: measured seconds per scenario (default 5;
-                        1 s warm-up first)
+      --only PARTS      run only these, comma-separated: foundation, lists, watch, updates,
+                        formats, etcd (default: all but etcd, which needs /usr/bin/etcd)
+      --seconds N       foundation, updates and etcd: measured seconds per scenario
+                        (default 5; 1 s warm-up first)
       --only-ceiling    foundation: only the hello-server ceiling (no server build, no doc update)
       --list-sizes N,.. lists: collection sizes (default 10000,100000)
-      --watchers N      watch: concurrent watchers (default 1000)
-      --rate N          watch: creates per second in the paced run (default 500)
-      --watch-seconds N watch: length of each run's write phase (default 10)
+      --watchers N      watch and etcd: concurrent watchers (default 1000)
+      --rate N          watch and etcd: creates per second in the paced run (default 500)
+      --watch-seconds N watch and etcd: length of each run's write phase (default 10)
       --strata-binary PATH
                         measure this server binary instead of building one from the tree
       --no-write        print the tables but leave docs/benchmarks.md alone
@@ -54,6 +63,10 @@ fn main() -> ExitCode {
         "run" => tasks::run(strip_separator(rest)),
         "bench" => match bench::Options::parse(rest) {
             Ok(options) => bench::bench(&options),
+            Err(message) => return usage_error(&message),
+        },
+        "cluster" => match cluster::Options::parse(rest) {
+            Ok(options) => cluster::cluster(&options),
             Err(message) => return usage_error(&message),
         },
         "tidy" if rest.is_empty() => tidy::tidy(),

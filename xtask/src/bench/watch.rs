@@ -54,7 +54,7 @@ pub struct Plan {
 
 /// How writers send.
 #[derive(Clone, Copy, Debug)]
-enum Pace {
+pub enum Pace {
     /// Creates scheduled evenly at this many per second, shared by all writers.
     Rate(u64),
     /// Each writer sends its next create as soon as the last one is answered.
@@ -131,7 +131,7 @@ pub async fn run(binary: &Path, scratch: &Path, plan: Plan) -> Result<Vec<FanOut
 /// inherits our limits: raise the soft limit on open files to the hard one. Stable Rust has no
 /// `setrlimit`, the workspace forbids `unsafe` (so no raw `libc` call), and the small `rlimit`
 /// crate wraps exactly this one call safely.
-fn raise_open_files_limit(watchers: usize) -> Result<()> {
+pub fn raise_open_files_limit(watchers: usize) -> Result<()> {
     let wanted = watchers as u64 + 512;
     let limit = rlimit::increase_nofile_limit(u64::MAX)
         .map_err(|e| format!("raising the open-files limit: {e}"))?;
@@ -145,7 +145,7 @@ fn raise_open_files_limit(watchers: usize) -> Result<()> {
     Ok(())
 }
 
-async fn fan_out(addr: SocketAddr, pid: u32, plan: Plan, pace: Pace) -> Result<FanOut> {
+pub async fn fan_out(addr: SocketAddr, pid: u32, plan: Plan, pace: Pace) -> Result<FanOut> {
     create_namespace(addr, NAMESPACE).await?;
     let collection = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts");
     let (status, body) =

@@ -15,6 +15,7 @@ mod kube_watch;
 mod kubectl;
 mod lists;
 mod media;
+mod one_process;
 mod protobuf;
 mod python_client;
 mod rbac;

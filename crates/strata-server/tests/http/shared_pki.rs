@@ -12,7 +12,8 @@ use kube::{Client, Config, ResourceExt};
 use strata_store::Store;
 use strata_store_etcd::testing::TestEtcd;
 
-use crate::common::{within, TestServer};
+use crate::common::within;
+use crate::one_process::OneProcess;
 
 /// A client from `data_dir/admin.kubeconfig`, pointed at `addr` instead of the server that
 /// wrote it.
@@ -43,8 +44,12 @@ async fn replica_a_admin_kubeconfig_works_against_replica_b() {
             etcd.url.as_str(),
         ];
         let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let a = TestServer::start_tls_in(dir_a.path(), &flags);
-        let b = TestServer::start_tls_in(dir_b.path(), &flags);
+        // Started together: both race to create the CA and the token; one wins.
+        let (a, b) = std::thread::scope(|scope| {
+            let a = scope.spawn(|| OneProcess::start(dir_a.path(), &flags, true));
+            let b = scope.spawn(|| OneProcess::start(dir_b.path(), &flags, true));
+            (a.join().unwrap(), b.join().unwrap())
+        });
 
         // One CA and one token, in the store and in both data directories.
         let read = |dir: &Path, file: &str| std::fs::read(dir.join("pki").join(file)).unwrap();
@@ -105,15 +110,15 @@ async fn replica_a_admin_kubeconfig_works_against_replica_b() {
 async fn a_data_directory_with_its_own_ca_and_token_keeps_them() {
     // Files as an older server left them: the store has no CA or token yet.
     let dir = tempfile::tempdir().unwrap();
-    let mut first = TestServer::start_tls_in(dir.path(), &["--storage-backend", "memory"]);
-    first.kill();
+    let first = OneProcess::start(dir.path(), &["--storage-backend", "memory"], true);
+    drop(first);
     let pki = dir.path().join("pki");
     let (ca, token) = (
         std::fs::read(pki.join("ca.crt")).unwrap(),
         std::fs::read(pki.join("admin.token")).unwrap(),
     );
     // A memory store starts empty every time: the files are what it takes in.
-    let s = TestServer::start_tls_in(dir.path(), &["--storage-backend", "memory"]);
+    let s = OneProcess::start(dir.path(), &["--storage-backend", "memory"], true);
     assert_eq!(std::fs::read(pki.join("ca.crt")).unwrap(), ca);
     assert_eq!(std::fs::read(pki.join("admin.token")).unwrap(), token);
     let api: Api<ServiceAccount> =

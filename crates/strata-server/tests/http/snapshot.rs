@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use strata_store::Store;
 use strata_store_etcd::testing::TestEtcd;
 
-use crate::common::{run_with_timeout, rv_of, within, Finished, Http, TestServer};
+use crate::common::{run_with_timeout, rv_of, within, Finished, Http};
+use crate::one_process::{strata_bin, OneProcess};
 
 const ADMIN: &str = "admin-token-0123456789";
 const TOKENS: &str = "admin-token-0123456789,admin,admin-uid,\"system:masters\"\n";
@@ -33,7 +34,7 @@ fn paths() -> Vec<String> {
 }
 
 fn strata(args: &[&str], dir: &Path) -> Finished {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+    let mut cmd = Command::new(strata_bin());
     cmd.args(args).env("RUST_LOG", "warn");
     run_with_timeout(&mut cmd, dir, Duration::from_secs(60))
 }
@@ -102,13 +103,14 @@ async fn a_running_rocksdb_server_moves_to_etcd_and_back() {
         std::fs::write(&tokens, TOKENS).unwrap();
         let tokens = tokens.to_str().unwrap().to_string();
         let auth = [
+            "--insecure-http",
             "--anonymous-auth=false",
             "--token-auth-file",
             tokens.as_str(),
             "--authorization-mode=RBAC",
         ];
         let rocks_dir = work.path().join("rocks");
-        let rocks = TestServer::start_in(&rocks_dir, &auth);
+        let rocks = OneProcess::start(&rocks_dir, &auth, false);
         let r = rocks.http();
 
         admin(
@@ -189,7 +191,7 @@ async fn a_running_rocksdb_server_moves_to_etcd_and_back() {
         let mut flags: Vec<&str> = etcd_flags.to_vec();
         flags.extend_from_slice(&auth);
         let on_etcd_dir = work.path().join("on-etcd");
-        let on_etcd = TestServer::start_in(&on_etcd_dir, &flags);
+        let on_etcd = OneProcess::start(&on_etcd_dir, &flags, false);
         let e = on_etcd.http();
         assert_eq!(kept(&e).await, before);
         robot_can_read_only_its_namespace(&e, &robot).await;
@@ -221,7 +223,7 @@ async fn a_running_rocksdb_server_moves_to_etcd_and_back() {
             work.path(),
         ));
         drop(on_etcd);
-        let again = TestServer::start_in(&again_dir, &auth);
+        let again = OneProcess::start(&again_dir, &auth, false);
         let a = again.http();
         assert_eq!(kept(&a).await, before);
         admin(&a, "GET", &format!("{SAS}/after-move"), None).await;
@@ -260,4 +262,120 @@ async fn snapshot_usage_and_missing_sources_are_clear_errors() {
     );
     let run = strata(&["snapshot", "save", "f", "--listen", "x"], work.path());
     assert_eq!(run.status.code(), Some(2), "{run:?}");
+}
+
+/// The names of the ServiceAccounts in `busy`, read at `rv` exactly (or the latest for "").
+async fn busy_names(http: &Http, rv: &str) -> Vec<String> {
+    let path = match rv {
+        "" => format!("{}?limit=100000", crate::common::sa_path("busy")),
+        rv => format!(
+            "{}?resourceVersion={rv}&resourceVersionMatch=Exact",
+            crate::common::sa_path("busy")
+        ),
+    };
+    crate::common::item_names(&http.get_ok(&path).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_while_a_client_writes_holds_exactly_one_revision() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    within(Duration::from_secs(180), async {
+        let work = tempfile::tempdir().unwrap();
+        let etcd = TestEtcd::start().expect("start /usr/bin/etcd (Debian's etcd-server)");
+        let _ready = etcd.store("").await;
+        let plain = [
+            "--insecure-http",
+            "--anonymous-auth=true",
+            "--authorization-mode=AlwaysAllow",
+        ];
+        for source in ["rocksdb", "etcd"] {
+            let mut flags: Vec<&str> = plain.to_vec();
+            if source == "etcd" {
+                flags.extend(["--storage-backend", "etcd", "--etcd-servers", &etcd.url]);
+            }
+            let dir = work.path().join(source);
+            let server = OneProcess::start(&dir, &flags, false);
+            let http = server.http();
+            http.create_namespace("busy").await;
+
+            // A client creates ServiceAccounts one after another until told to stop.
+            let (created, stop) = (
+                Arc::new(AtomicUsize::new(0)),
+                Arc::new(AtomicBool::new(false)),
+            );
+            let writer = {
+                let (http, created, stop) = (http.clone(), created.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::SeqCst) {
+                        let n = created.load(Ordering::SeqCst);
+                        http.create_sa("busy", &format!("sa-{n:05}"), Value::Null)
+                            .await;
+                        created.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            };
+            let wait_for = |n: usize| {
+                let created = created.clone();
+                async move {
+                    while created.load(Ordering::SeqCst) < n {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            };
+            wait_for(20).await;
+
+            let file = work.path().join(format!("{source}.snap"));
+            let mut args = vec!["snapshot", "save", file.to_str().unwrap()];
+            match source {
+                "etcd" => args.extend(["--storage-backend", "etcd", "--etcd-servers", &etcd.url]),
+                _ => args.extend(["--data-dir", dir.to_str().unwrap()]),
+            }
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let cwd = work.path().to_path_buf();
+            let run = tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                strata(&args, &cwd)
+            })
+            .await
+            .unwrap();
+            assert_ok(&run);
+            let after_save = created.load(Ordering::SeqCst);
+            wait_for(after_save + 5).await;
+            stop.store(true, Ordering::SeqCst);
+            writer.await.unwrap();
+
+            // `saved N keys at revision R to FILE`: the source's state at R, exactly.
+            let revision = run
+                .stdout
+                .split_whitespace()
+                .skip_while(|w| *w != "revision")
+                .nth(1)
+                .unwrap_or_else(|| panic!("no revision in {run:?}"))
+                .to_string();
+            let at_save = busy_names(&http, &revision).await;
+            let latest = busy_names(&http, "").await;
+            assert!(at_save.len() >= 20, "{source}: {}", at_save.len());
+            assert!(
+                latest.len() > at_save.len(),
+                "{source}: later writes are not in it"
+            );
+
+            let restored_dir = work.path().join(format!("{source}-restored"));
+            assert_ok(&strata(
+                &[
+                    "snapshot",
+                    "restore",
+                    file.to_str().unwrap(),
+                    "--data-dir",
+                    restored_dir.to_str().unwrap(),
+                ],
+                work.path(),
+            ));
+            let restored = OneProcess::start(&restored_dir, &plain, false);
+            assert_eq!(busy_names(&restored.http(), "").await, at_save, "{source}");
+        }
+    })
+    .await;
 }

@@ -1,0 +1,661 @@
+//! The etcd benchmark of `cargo xtask bench --only etcd`, in one run: etcd's own write rate
+//! through the etcd engine's client (`strata debug etcd-put-load`), Strata on etcd and Strata
+//! on RocksDB creating and getting ServiceAccounts with the same load generator and clients,
+//! and watch fan-out on Strata over etcd with the watch benchmark's method. Every measurement
+//! gets a fresh etcd (a single member with its data in the scratch directory, on the same disk
+//! as RocksDB's) and a fresh server.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hyper::{Method, StatusCode};
+
+use super::procfs;
+use super::watch::{self, FanOut, Pace, Plan};
+use super::{free_addr, latency, start_strata_with, ChildGuard, Strata, WARMUP};
+use crate::etcd::Member;
+use crate::load::{self, Scenario, Workload};
+use crate::{step, Result};
+
+/// The section of `docs/benchmarks.md` this part rewrites.
+pub const SECTION: &str = "Strata on etcd";
+/// Concurrent clients of every throughput measurement.
+pub const CLIENTS: usize = 64;
+/// The size of each value etcd's own writes carry.
+const VALUE_BYTES: usize = 1024;
+/// Strata-on-etcd creates per second, as a share of etcd's own puts per second.
+const CREATE_TARGET: f64 = 0.80;
+/// Strata-on-etcd gets per second, as a share of Strata-on-RocksDB's.
+const GET_TARGET: f64 = 0.90;
+/// How long a fresh etcd may take to elect itself.
+const ETCD_START: Duration = Duration::from_secs(30);
+
+const PUT: &str = "etcd: put, 1 KiB values (etcd-client)";
+const TXN: &str = "etcd: Strata's create transaction, 1 KiB values (etcd-client)";
+const ROCKS_CREATE: &str = "Strata on RocksDB: create ServiceAccount";
+const ROCKS_GET: &str = "Strata on RocksDB: get ServiceAccount";
+const ETCD_CREATE: &str = "Strata on etcd: create ServiceAccount";
+const ETCD_GET: &str = "Strata on etcd: get ServiceAccount";
+
+/// CPU used during one measurement (warm-up included), by process.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cpu {
+    etcd: Duration,
+    strata: Duration,
+    /// The machine's busy time less etcd's and Strata's: the load generator, and anything else
+    /// running.
+    rest: Duration,
+    wall: Duration,
+}
+
+impl Cpu {
+    /// `used` as a number of busy cores over the measurement.
+    fn cores(&self, used: Duration) -> String {
+        format!(
+            "{:.2}",
+            used.as_secs_f64() / self.wall.as_secs_f64().max(f64::EPSILON)
+        )
+    }
+}
+
+/// Reads the CPU counters at the start of a measurement.
+struct CpuProbe {
+    etcd: Option<(u32, Duration)>,
+    strata: Option<(u32, Duration)>,
+    busy: Duration,
+    started: Instant,
+}
+
+impl CpuProbe {
+    fn start(etcd: Option<u32>, strata: Option<u32>) -> Result<CpuProbe> {
+        let read = |pid: Option<u32>| -> Result<Option<(u32, Duration)>> {
+            pid.map(|pid| Ok((pid, procfs::cpu_time(pid)?))).transpose()
+        };
+        Ok(CpuProbe {
+            etcd: read(etcd)?,
+            strata: read(strata)?,
+            busy: procfs::machine_busy()?,
+            started: Instant::now(),
+        })
+    }
+
+    fn finish(self) -> Result<Cpu> {
+        let used = |at: Option<(u32, Duration)>| -> Result<Duration> {
+            match at {
+                None => Ok(Duration::ZERO),
+                Some((pid, before)) => Ok(procfs::cpu_time(pid)?.saturating_sub(before)),
+            }
+        };
+        let (etcd, strata) = (used(self.etcd)?, used(self.strata)?);
+        let busy = procfs::machine_busy()?.saturating_sub(self.busy);
+        Ok(Cpu {
+            etcd,
+            strata,
+            rest: busy.saturating_sub(etcd + strata),
+            wall: self.started.elapsed(),
+        })
+    }
+}
+
+/// One row of the throughput table.
+struct Row {
+    label: &'static str,
+    per_second: f64,
+    p50: Option<Duration>,
+    p99: Option<Duration>,
+    errors: u64,
+    error_sample: String,
+    cpu: Cpu,
+}
+
+/// Everything one run measured.
+pub struct Results {
+    rows: Vec<Row>,
+    fan_out: Vec<FanOut>,
+    /// `etcd --version`'s first line.
+    etcd_version: String,
+}
+
+/// Runs every measurement, each `measure` long after [`WARMUP`], and the fan-out runs of
+/// `plan`, against fresh processes with their data in `scratch`.
+pub async fn run(binary: &Path, scratch: &Path, measure: Duration, plan: Plan) -> Result<Results> {
+    let etcd_binary = crate::etcd::binary()?;
+    let etcd_version = Command::new(&etcd_binary)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "etcd (version unknown)".into());
+    let mut rows = Vec::new();
+    for (label, op) in [(PUT, "put"), (TXN, "create")] {
+        let etcd = start_etcd(&etcd_binary, &scratch.join(format!("etcd-{op}"))).await?;
+        step(&format!(
+            "{label}, {CLIENTS} clients: {WARMUP:?} warm-up + {measure:?}"
+        ));
+        rows.push(etcd_writes(binary, &etcd, label, op, measure).await?);
+    }
+    for on_etcd in [false, true] {
+        let name = if on_etcd {
+            "strata-etcd"
+        } else {
+            "strata-rocksdb"
+        };
+        let etcd = if on_etcd {
+            Some(start_etcd(&etcd_binary, &scratch.join(format!("{name}-etcd"))).await?)
+        } else {
+            None
+        };
+        let extra = etcd.as_ref().map(etcd_flags).unwrap_or_default();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let mut strata = start_strata_with(binary, &scratch.join(name), &extra).await?;
+        let (create, get) = if on_etcd {
+            (ETCD_CREATE, ETCD_GET)
+        } else {
+            (ROCKS_CREATE, ROCKS_GET)
+        };
+        let etcd_pid = etcd.as_ref().map(|e| e.child.child.id());
+        rows.push(
+            http_row(
+                &strata,
+                etcd_pid,
+                create,
+                Workload::CreateServiceAccount,
+                measure,
+            )
+            .await?,
+        );
+        strata.ensure_running()?;
+        let (status, body) = load::request_once(
+            strata.addr,
+            Method::POST,
+            "/api/v1/namespaces/default/serviceaccounts",
+            Some(load::service_account_body("bench-get")),
+        )
+        .await?;
+        if status != StatusCode::CREATED {
+            return Err(format!(
+                "creating ServiceAccount bench-get: {status}: {}",
+                String::from_utf8_lossy(&body)
+            )
+            .into());
+        }
+        let get = (
+            get,
+            Workload::Get {
+                path: "/api/v1/namespaces/default/serviceaccounts/bench-get".into(),
+            },
+        );
+        rows.push(http_row(&strata, etcd_pid, get.0, get.1, measure).await?);
+        strata.ensure_running()?;
+    }
+    let mut fan_out = Vec::new();
+    watch::raise_open_files_limit(plan.watchers)?;
+    for (n, pace) in [Pace::Rate(plan.rate), Pace::FullSpeed]
+        .into_iter()
+        .enumerate()
+    {
+        let etcd = start_etcd(&etcd_binary, &scratch.join(format!("watch-{n}-etcd"))).await?;
+        let extra = etcd_flags(&etcd);
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let mut strata =
+            start_strata_with(binary, &scratch.join(format!("watch-{n}-strata")), &extra).await?;
+        let outcome = watch::fan_out(strata.addr, strata.pid(), plan, pace).await;
+        strata.ensure_running()?;
+        fan_out.push(outcome?);
+    }
+    Ok(Results {
+        rows,
+        fan_out,
+        etcd_version,
+    })
+}
+
+/// A running single-member etcd, killed when dropped.
+struct Etcd {
+    child: ChildGuard,
+    member: Member,
+}
+
+impl Etcd {
+    fn url(&self) -> String {
+        self.member.client_url()
+    }
+}
+
+/// `strata serve` flags that put the server on `etcd`.
+fn etcd_flags(etcd: &Etcd) -> Vec<String> {
+    vec![
+        "--storage-backend".into(),
+        "etcd".into(),
+        "--etcd-servers".into(),
+        etcd.url(),
+    ]
+}
+
+/// Starts a fresh single-member etcd with its data in `dir` (its log beside it) and waits
+/// until it has elected itself.
+async fn start_etcd(etcd: &Path, dir: &Path) -> Result<Etcd> {
+    let port = |addr: SocketAddr| addr.port();
+    let member = Member {
+        name: "bench".into(),
+        client_port: port(free_addr()?),
+        peer_port: port(free_addr()?),
+    };
+    let command = member.command(etcd, dir, std::slice::from_ref(&member));
+    let mut child = ChildGuard::spawn("etcd", command, &dir.with_extension("log"))?;
+    crate::etcd::wait_healthy(member.client_addr(), ETCD_START, || child.ensure_running()).await?;
+    Ok(Etcd { child, member })
+}
+
+/// etcd's own writes at [`CLIENTS`] clients, `op` being `put` or `create`, measured by
+/// `strata debug etcd-put-load`.
+async fn etcd_writes(
+    binary: &Path,
+    etcd: &Etcd,
+    label: &'static str,
+    op: &str,
+    measure: Duration,
+) -> Result<Row> {
+    let mut command = Command::new(binary);
+    command.args(["debug", "etcd-put-load", "--etcd-servers", &etcd.url()]);
+    command.args([
+        "--clients".to_string(),
+        CLIENTS.to_string(),
+        "--value-bytes".into(),
+        VALUE_BYTES.to_string(),
+        "--op".into(),
+        op.into(),
+        "--warmup".into(),
+        WARMUP.as_secs_f64().to_string(),
+        "--seconds".into(),
+        measure.as_secs_f64().to_string(),
+    ]);
+    let shown = crate::show(&command);
+    let probe = CpuProbe::start(Some(etcd.child.child.id()), None)?;
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .map_err(|e| format!("{shown}: {e}"))?
+        .map_err(|e| format!("could not run {shown}: {e}"))?;
+    let cpu = probe.finish()?;
+    if !output.status.success() {
+        return Err(format!(
+            "`{shown}` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let line = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = serde_json::from_str(line.trim())
+        .map_err(|e| format!("`{shown}` printed {line:?}, not one JSON object: {e}"))?;
+    let micros = |field: &str| report[field].as_u64().map(Duration::from_micros);
+    let row = Row {
+        label,
+        per_second: report["writes_per_second"].as_f64().unwrap_or(0.0),
+        p50: micros("p50_us"),
+        p99: micros("p99_us"),
+        errors: report["errors"].as_u64().unwrap_or(0),
+        error_sample: report["error_sample"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        cpu,
+    };
+    eprintln!(
+        "{:.0} writes/s, {} error(s); etcd {} cores",
+        row.per_second,
+        row.errors,
+        cpu.cores(cpu.etcd)
+    );
+    Ok(row)
+}
+
+/// One HTTP scenario at [`CLIENTS`] clients against `strata`.
+async fn http_row(
+    strata: &Strata,
+    etcd: Option<u32>,
+    label: &'static str,
+    workload: Workload,
+    measure: Duration,
+) -> Result<Row> {
+    step(&format!(
+        "{label}, {CLIENTS} clients: {WARMUP:?} warm-up + {measure:?}"
+    ));
+    let expect = match workload {
+        Workload::CreateServiceAccount => StatusCode::CREATED,
+        Workload::Get { .. } => StatusCode::OK,
+    };
+    let scenario = Scenario {
+        addr: strata.addr,
+        clients: CLIENTS,
+        first_client: 0,
+        workload,
+        expect,
+        warmup: WARMUP,
+        measure,
+        access: load::Access::default(),
+    };
+    let probe = CpuProbe::start(etcd, Some(strata.pid()))?;
+    let outcome = load::run(&scenario).await;
+    let cpu = probe.finish()?;
+    let (errors, error_sample) = outcome
+        .errors
+        .iter()
+        .next()
+        .map(|(kind, (_, sample))| (outcome.error_count(), format!("{kind} {sample}")))
+        .unwrap_or_default();
+    eprintln!(
+        "{:.0} requests/s, {errors} error(s); Strata {} cores, etcd {} cores",
+        outcome.rps(),
+        cpu.cores(cpu.strata),
+        cpu.cores(cpu.etcd)
+    );
+    Ok(Row {
+        label,
+        per_second: outcome.rps(),
+        p50: outcome.percentile(50.0),
+        p99: outcome.percentile(99.0),
+        errors,
+        error_sample,
+        cpu,
+    })
+}
+
+fn rate(results: &Results, label: &str) -> Option<f64> {
+    results
+        .rows
+        .iter()
+        .find(|r| r.label == label)
+        .map(|r| r.per_second)
+}
+
+/// What a row is compared with: etcd's writes and Strata-on-etcd's creates with etcd's puts,
+/// Strata-on-etcd's gets with Strata-on-RocksDB's.
+fn compared(results: &Results, row: &Row) -> String {
+    let (base, name) = match row.label {
+        TXN | ETCD_CREATE => (PUT, "etcd put"),
+        ETCD_GET => (ROCKS_GET, "RocksDB get"),
+        _ => return "–".into(),
+    };
+    match rate(results, base) {
+        Some(base) if base > 0.0 => format!("{:.0}% of {name}", 100.0 * row.per_second / base),
+        _ => "–".into(),
+    }
+}
+
+/// The throughput table.
+pub fn table(results: &Results) -> String {
+    let mut out = String::from(
+        "| measurement | clients | requests/s | p50 | p99 | errors | compared | etcd CPU \
+         | Strata CPU | rest of machine |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for row in &results.rows {
+        let strata = if row.label.starts_with("Strata") {
+            row.cpu.cores(row.cpu.strata)
+        } else {
+            "–".into()
+        };
+        let etcd = if row.label.starts_with("Strata on RocksDB") {
+            "–".into()
+        } else {
+            row.cpu.cores(row.cpu.etcd)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {CLIENTS} | {:.0} | {} | {} | {} | {} | {etcd} | {strata} | {} |",
+            row.label,
+            row.per_second,
+            latency(row.p50),
+            latency(row.p99),
+            row.errors,
+            compared(results, row),
+            row.cpu.cores(row.cpu.rest),
+        );
+    }
+    out
+}
+
+/// The fan-out table (the watch benchmark's).
+pub fn fan_out_table(results: &Results) -> String {
+    watch::table(&results.fan_out)
+}
+
+/// Failed requests and watch problems, one line each.
+pub fn problems(results: &Results) -> Vec<String> {
+    let mut out: Vec<String> = results
+        .rows
+        .iter()
+        .filter(|r| r.errors > 0)
+        .map(|r| {
+            format!(
+                "{}: {} error(s), e.g. `{}`",
+                r.label,
+                r.errors,
+                r.error_sample.replace('`', "'")
+            )
+        })
+        .collect();
+    out.extend(
+        watch::problems(&results.fan_out)
+            .into_iter()
+            .map(|p| format!("fan-out on etcd, {p}")),
+    );
+    out
+}
+
+/// The issue's two targets, and the watch benchmark's target applied to etcd.
+pub fn verdicts(results: &Results) -> Vec<(String, bool)> {
+    let errors = |label: &str| {
+        results
+            .rows
+            .iter()
+            .find(|r| r.label == label)
+            .map_or(0, |r| r.errors)
+    };
+    let ratio = |wanted: String, over: &str, under: &str, target: f64| match (
+        rate(results, over),
+        rate(results, under),
+    ) {
+        (Some(a), Some(b)) if b > 0.0 => {
+            let share = a / b;
+            let errors = errors(over) + errors(under);
+            let pass = share >= target && errors == 0;
+            let note = if errors > 0 {
+                format!(", {errors} errors")
+            } else {
+                String::new()
+            };
+            let verdict = if pass { "PASS" } else { "FAIL" };
+            (
+                format!("{wanted}: **{verdict}** ({:.0}%{note})", share * 100.0),
+                pass,
+            )
+        }
+        _ => (format!("{wanted}: **FAIL** (not measured)"), false),
+    };
+    let mut out = vec![
+        ratio(
+            format!(
+                "Strata-on-etcd create ≥ {:.0}% of etcd's own put rate, {CLIENTS} clients",
+                CREATE_TARGET * 100.0
+            ),
+            ETCD_CREATE,
+            PUT,
+            CREATE_TARGET,
+        ),
+        ratio(
+            format!(
+                "Strata-on-etcd get within {:.0}% of Strata-on-RocksDB get, {CLIENTS} clients",
+                (1.0 - GET_TARGET) * 100.0
+            ),
+            ETCD_GET,
+            ROCKS_GET,
+            GET_TARGET,
+        ),
+    ];
+    out.extend(
+        watch::verdicts(&results.fan_out)
+            .into_iter()
+            .map(|(line, pass)| (format!("on etcd, {line}"), pass)),
+    );
+    out
+}
+
+/// The whole section, under `header` (command, date, commit, machine).
+pub fn section(header: &str, results: &Results, measure: Duration, plan: Plan) -> String {
+    let mut out = format!("## {SECTION}\n\n{header}");
+    let _ = writeln!(out, "- etcd: {}", results.etcd_version);
+    let _ = write!(
+        out,
+        "\nEvery row starts a fresh single-member etcd on loopback (data in a temporary \
+         directory on the same disk as RocksDB's, etcd's default settings) and, for the Strata \
+         rows, a fresh `strata serve --insecure-http --authorization-mode=AlwaysAllow`, with \
+         `--storage-backend etcd --etcd-servers URL` or on RocksDB. etcd's own rate is \
+         `strata debug etcd-put-load`: {CLIENTS} tasks sharing one etcd-client connection, as \
+         the server does, each writing a new key with a {VALUE_BYTES}-byte value as soon as \
+         its last write is answered; the plain put is the baseline, and the second row sends \
+         the transaction a Strata create sends (`If create_revision(key) == 0 → Put`). The \
+         Strata rows use the foundation benchmark's load generator: {CLIENTS} keep-alive HTTP/1.1 \
+         clients creating ServiceAccounts, then getting one. Each row measures {} s after \
+         {} s of warm-up; only requests that start after the warm-up and end within the window \
+         count. CPU columns are busy cores over the row (warm-up included): etcd's, the \
+         server's, and the rest of the machine (the load generator, and anything else). etcd, \
+         Strata and the load generator share the machine's cores.\n\n",
+        measure.as_secs(),
+        WARMUP.as_secs(),
+    );
+    out.push_str(&table(results));
+    let _ = write!(
+        out,
+        "\nWatch fan-out on Strata over etcd, measured as the watch benchmark does (see \
+         [Watch fan-out](#watch-fan-out)): {} watchers, each on its own connection, while \
+         {} writers create ServiceAccounts for {} s, paced at {}/s or at full speed; delivery \
+         latency runs from a create's send time to a watcher's receipt.\n\n",
+        plan.watchers,
+        watch::WRITERS,
+        plan.seconds,
+        plan.rate,
+    );
+    out.push_str(&fan_out_table(results));
+    let problems = problems(results);
+    if !problems.is_empty() {
+        out.push_str("\nProblems:\n\n");
+        for line in &problems {
+            let _ = writeln!(out, "- {line}");
+        }
+    }
+    out.push_str("\nTargets:\n\n");
+    for (line, _) in verdicts(results) {
+        let _ = writeln!(out, "- {line}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(label: &'static str, per_second: f64, errors: u64) -> Row {
+        Row {
+            label,
+            per_second,
+            p50: Some(Duration::from_millis(2)),
+            p99: Some(Duration::from_millis(9)),
+            errors,
+            error_sample: if errors > 0 {
+                "HTTP 500 `x`".into()
+            } else {
+                String::new()
+            },
+            cpu: Cpu {
+                etcd: Duration::from_secs(1),
+                strata: Duration::from_secs(3),
+                rest: Duration::from_secs(2),
+                wall: Duration::from_secs(2),
+            },
+        }
+    }
+
+    fn results(etcd_create: f64, etcd_get: f64, errors: u64) -> Results {
+        Results {
+            rows: vec![
+                row(PUT, 10_000.0, 0),
+                row(TXN, 9_000.0, 0),
+                row(ROCKS_CREATE, 3_000.0, 0),
+                row(ROCKS_GET, 20_000.0, 0),
+                row(ETCD_CREATE, etcd_create, errors),
+                row(ETCD_GET, etcd_get, 0),
+            ],
+            fan_out: Vec::new(),
+            etcd_version: "etcd Version: 3.4.23".into(),
+        }
+    }
+
+    #[test]
+    fn targets_are_the_issue_ratios() {
+        let passing = verdicts(&results(8_000.0, 18_000.0, 0));
+        assert!(
+            passing[0].1 && passing[0].0.contains("(80%)"),
+            "{passing:?}"
+        );
+        assert!(
+            passing[1].1 && passing[1].0.contains("(90%)"),
+            "{passing:?}"
+        );
+        // Nothing measured the fan-out here, so its verdict fails.
+        assert!(!passing[2].1 && passing[2].0.starts_with("on etcd, fan-out"));
+
+        let failing = verdicts(&results(7_900.0, 17_900.0, 0));
+        assert!(!failing[0].1 && failing[0].0.contains("**FAIL** (79%)"));
+        assert!(!failing[1].1 && failing[1].0.contains("**FAIL** (90%)"));
+        // Errors fail a target whatever the rate.
+        let errors = verdicts(&results(9_000.0, 20_000.0, 3));
+        assert!(!errors[0].1 && errors[0].0.contains("(90%, 3 errors)"));
+    }
+
+    #[test]
+    fn table_compares_each_row_with_its_baseline() {
+        let r = results(7_000.0, 19_000.0, 2);
+        let table = table(&r);
+        let line = |label: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {label} |")))
+                .unwrap()
+                .to_string()
+        };
+        assert!(line(TXN).contains("| 90% of etcd put |"));
+        assert!(line(ETCD_CREATE).contains("| 70% of etcd put |"));
+        assert!(line(ETCD_GET).contains("| 95% of RocksDB get |"));
+        assert!(line(ROCKS_GET).contains("| – |"));
+        // Busy cores: 1 s of etcd, 3 s of Strata, 2 s of the rest over 2 s.
+        assert!(line(ETCD_CREATE).ends_with("| 0.50 | 1.50 | 1.00 |"));
+        assert!(line(PUT).ends_with("| 0.50 | – | 1.00 |"));
+        assert!(line(ROCKS_CREATE).ends_with("| – | 1.50 | 1.00 |"));
+        let problems = problems(&r);
+        assert_eq!(
+            problems,
+            [format!("{ETCD_CREATE}: 2 error(s), e.g. `HTTP 500 'x'`")]
+        );
+        let section = section(
+            "- Command: `x`\n",
+            &r,
+            Duration::from_secs(5),
+            Plan {
+                watchers: 1000,
+                rate: 500,
+                seconds: 10,
+            },
+        );
+        assert!(section.starts_with("## Strata on etcd\n\n- Command: `x`\n- etcd: etcd Version"));
+        assert!(section.contains("Targets:\n\n- Strata-on-etcd create"));
+    }
+}
