@@ -16,6 +16,7 @@ mod kubectl;
 mod lists;
 mod media;
 mod one_process;
+mod one_process;
 mod protobuf;
 mod python_client;
 mod rbac;
