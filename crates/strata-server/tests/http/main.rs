@@ -16,7 +16,6 @@ mod kubectl;
 mod lists;
 mod media;
 mod one_process;
-mod one_process;
 mod protobuf;
 mod python_client;
 mod rbac;
