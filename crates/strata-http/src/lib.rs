@@ -47,6 +47,9 @@ pub struct FrontendConfig {
     pub compression: bool,
     /// The optional encodings offered (CBOR behind `CBORServingAndStorage`).
     pub formats: negotiate::Formats,
+    /// The name of the storage check of `/readyz` and `/healthz` (`etcd` on etcd, as
+    /// kube-apiserver names it).
+    pub storage_check: &'static str,
 }
 
 impl Default for FrontendConfig {
@@ -56,6 +59,7 @@ impl Default for FrontendConfig {
             max_body_bytes: MAX_BODY_BYTES,
             compression: true,
             formats: negotiate::Formats::default(),
+            storage_check: "storage",
         }
     }
 }

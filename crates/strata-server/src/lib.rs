@@ -210,6 +210,10 @@ impl Server {
             formats: strata_http::negotiate::Formats {
                 cbor: config.gate("CBORServingAndStorage"),
             },
+            storage_check: match config.backend {
+                Backend::Etcd => "etcd",
+                Backend::RocksDb | Backend::Memory => "storage",
+            },
             ..FrontendConfig::default()
         };
         let mut token_file = match &config.token_auth_file {

@@ -2,6 +2,7 @@
 //! endpoints in `verbs` and `subresources`, with their options, bodies and rendering beside them.
 
 mod body;
+mod health;
 mod options;
 mod render;
 mod reviews;
@@ -60,10 +61,10 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         }
     };
     let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    if let Some(resp) = health::answer(fe, &path, &query).await {
+        return get_only(resp);
+    }
     match path.as_str() {
-        "/healthz" | "/livez" | "/readyz" | "/healthz/ping" | "/livez/ping" | "/readyz/ping" => {
-            return get_only(respond::text(200, "ok"))
-        }
         "/version" | "/version/" => return get_only(version(fe, render)),
         _ => {}
     }

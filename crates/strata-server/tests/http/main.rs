@@ -9,6 +9,8 @@ mod cbor;
 mod crash;
 mod deletion;
 mod etcd;
+mod etcd_faults;
+mod health;
 mod http_api;
 mod kube_client;
 mod kube_watch;

@@ -1,0 +1,935 @@
+//! Faults on etcd (issue 15 item 5): a 3-member etcd cluster on loopback ports and two Strata
+//! replicas, A and B, each given all three endpoints. Writes through one replica are watched
+//! through the other in order, without gaps or duplicates, and resumably; a client whose replica
+//! is SIGKILLed re-watches on the other from its last resourceVersion and loses nothing; killing
+//! the etcd leader under write load loses no acknowledged write and delivers no event twice or
+//! out of order; one member down changes nothing a client sees; and with every member down a
+//! replica answers with a 5xx Status promptly and `/readyz` fails until etcd is back.
+//!
+//! The replicas are started here, not through the common harness, so that a test can kill one
+//! and keep talking to the other, and every request is made with a client that reports a
+//! broken connection or a timeout as a result instead of failing the test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+use strata_store_etcd::testing::TestEtcdCluster;
+
+use crate::common::{sa_path, within};
+
+type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+/// The namespace every test writes in.
+const NS: &str = "faults";
+
+/// How long one request may take before the client gives up on it (and counts it as not
+/// acknowledged). Longer than any answer a healthy replica gives.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One `strata serve` process on the cluster, plain HTTP, no authentication or authorization.
+struct Replica {
+    name: &'static str,
+    child: Option<Child>,
+    addr: String,
+    client: HttpClient,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What a request produced: the status and body, or why there was no answer.
+type Answer = Result<(u16, Value), String>;
+
+impl Replica {
+    /// Starts a replica over every member of `cluster` and waits for its listening line.
+    fn start(name: &'static str, cluster: &TestEtcdCluster) -> Replica {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let servers = cluster.endpoints().join(",");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args([
+                "--insecure-http",
+                "--anonymous-auth=true",
+                "--authorization-mode=AlwaysAllow",
+                "--storage-backend",
+                "etcd",
+                "--etcd-servers",
+                &servers,
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start strata");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("strata: listening on http://")
+            .unwrap_or_else(|| panic!("replica {name}: unexpected first line {line:?}"))
+            .to_string();
+        Replica {
+            name,
+            child: Some(child),
+            addr,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            _dir: dir,
+        }
+    }
+
+    /// SIGKILL, as a crash would.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A cloneable handle for tasks.
+    fn api(&self) -> Api {
+        Api {
+            name: self.name,
+            addr: self.addr.clone(),
+            client: self.client.clone(),
+        }
+    }
+}
+
+/// Requests to one replica that report failures instead of panicking.
+#[derive(Clone)]
+struct Api {
+    name: &'static str,
+    addr: String,
+    client: HttpClient,
+}
+
+impl Api {
+    /// Sends a request; a body that is not JSON comes back as a JSON string.
+    async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
+        self.send_within(method, path, body, REQUEST_TIMEOUT).await
+    }
+
+    async fn send_within(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        limit: Duration,
+    ) -> Answer {
+        let (bytes, content_type) = match body {
+            Some(b) if method == "PATCH" => (
+                serde_json::to_vec(b).expect("encode"),
+                "application/merge-patch+json",
+            ),
+            Some(b) => (serde_json::to_vec(b).expect("encode"), "application/json"),
+            None => (Vec::new(), "application/json"),
+        };
+        let req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).expect("method"))
+            .uri(format!("http://{}{path}", self.addr))
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(bytes)))
+            .expect("request");
+        let exchange = async {
+            let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            let value = serde_json::from_slice(&body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+            Ok((status, value))
+        };
+        match tokio::time::timeout(limit, exchange).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!(
+                "{method} {path} on {}: no answer in {limit:?}",
+                self.name
+            )),
+        }
+    }
+
+    /// Sends a request that must answer `code`; returns the body.
+    async fn expect(&self, code: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
+        match self.send(method, path, body).await {
+            Ok((c, v)) if c == code => v,
+            other => panic!(
+                "{method} {path} on replica {}: expected {code}, got {other:?}",
+                self.name
+            ),
+        }
+    }
+
+    /// Creates the namespace, retrying while the replica settles.
+    async fn create_namespace(&self, name: &str) -> Value {
+        let body = json!({"metadata": {"name": name}});
+        self.expect(201, "POST", "/api/v1/namespaces", Some(&body))
+            .await
+    }
+
+    /// Creates ServiceAccount `name` in [`NS`] once: the created object, or what went wrong.
+    async fn create_sa(&self, name: &str) -> Answer {
+        let body = json!({"metadata": {"name": name}});
+        self.send("POST", &sa_path(NS), Some(&body)).await
+    }
+
+    /// Creates ServiceAccount `name` until the create is known to have happened: retried after
+    /// failures (5xx, timeouts, broken connections: not acknowledged, but possibly committed);
+    /// a retry's 409 AlreadyExists is the earlier attempt having committed, and the object is
+    /// then read back. Returns the acknowledged object and how many attempts failed.
+    async fn create_sa_surely(&self, name: &str, deadline: Instant) -> (Value, u32) {
+        let mut failures = 0;
+        loop {
+            match self.create_sa(name).await {
+                Ok((201, v)) => return (v, failures),
+                Ok((409, v)) if failures > 0 && v["reason"] == "AlreadyExists" => {
+                    let path = format!("{}/{name}", sa_path(NS));
+                    if let Ok((200, got)) = self.send("GET", &path, None).await {
+                        return (got, failures);
+                    }
+                }
+                Ok((code, v)) if code >= 500 => assert_eq!(v["kind"], "Status", "{v}"),
+                Ok((code, v)) => panic!("create {name} on {}: {code} {v}", self.name),
+                Err(_) => {}
+            }
+            failures += 1;
+            assert!(
+                Instant::now() < deadline,
+                "create {name} on replica {} still fails after {failures} attempts",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The resourceVersion of an object as a number.
+fn rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no numeric resourceVersion in {v}"))
+}
+
+/// One change as a client sees it: the event type, the object's name and its resourceVersion.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Change {
+    rv: u64,
+    kind: String,
+    name: String,
+}
+
+impl Change {
+    fn of(kind: &str, object: &Value) -> Change {
+        Change {
+            rv: rv(object),
+            kind: kind.to_string(),
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+}
+
+/// What reading a watch produced next.
+#[derive(Debug)]
+enum Read {
+    /// A change (ADDED, MODIFIED, DELETED).
+    Change(Change),
+    /// A BOOKMARK at this resourceVersion.
+    Bookmark(u64),
+    /// An ERROR event, with its Status.
+    Error(Value),
+    /// The server ended the stream cleanly.
+    End,
+    /// The connection broke (the replica died) or the stream could not be opened.
+    Broken(String),
+    /// Nothing within the wait.
+    Idle,
+}
+
+/// A watch over its own HTTP/1.1 connection, tolerant of the server dying under it.
+struct Watch {
+    body: Option<hyper::body::Incoming>,
+    buf: Vec<u8>,
+    conn: Option<tokio::task::JoinHandle<()>>,
+    error: Option<String>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.abort();
+        }
+    }
+}
+
+impl Watch {
+    /// Watches the ServiceAccounts of [`NS`] through `api` from resourceVersion `from`, with
+    /// bookmarks. A watch that cannot be opened (refused connection, a non-200 answer) reads as
+    /// `Broken` at once.
+    async fn open(api: &Api, from: u64) -> Watch {
+        let path = format!(
+            "{}?watch=1&resourceVersion={from}&allowWatchBookmarks=true",
+            sa_path(NS)
+        );
+        let broken = |e: String| Watch {
+            body: None,
+            buf: Vec::new(),
+            conn: None,
+            error: Some(e),
+        };
+        let opened = async {
+            let tcp = tokio::net::TcpStream::connect(&api.addr)
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .map_err(|e| format!("handshake: {e}"))?;
+            let conn = tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let req = Request::builder()
+                .method(Method::GET)
+                .uri(&path)
+                .header("host", &api.addr)
+                .body(http_body_util::Empty::<Bytes>::new())
+                .expect("request");
+            let resp = sender
+                .send_request(req)
+                .await
+                .map_err(|e| format!("request: {e}"))?;
+            if resp.status() != 200 {
+                let status = resp.status();
+                let body = resp.into_body().collect().await.map(|b| b.to_bytes());
+                return Err(format!("watch answered {status}: {body:?}"));
+            }
+            Ok((resp.into_body(), conn))
+        };
+        match tokio::time::timeout(REQUEST_TIMEOUT, opened).await {
+            Ok(Ok((body, conn))) => Watch {
+                body: Some(body),
+                buf: Vec::new(),
+                conn: Some(conn),
+                error: None,
+            },
+            Ok(Err(e)) => broken(e),
+            Err(_) => broken(format!("no watch headers within {REQUEST_TIMEOUT:?}")),
+        }
+    }
+
+    fn take_line(&mut self) -> Option<Value> {
+        loop {
+            let pos = self.buf.iter().position(|b| *b == b'\n')?;
+            let line: Vec<u8> = self.buf.drain(..=pos).collect();
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(serde_json::from_slice(&line).unwrap_or_else(|e| {
+                panic!(
+                    "a watch line is not JSON ({e}): {}",
+                    String::from_utf8_lossy(&line)
+                )
+            }));
+        }
+    }
+
+    /// The next thing the watch produced within `wait`.
+    async fn next(&mut self, wait: Duration) -> Read {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(event) = self.take_line() {
+                let kind = event["type"].as_str().unwrap_or_default();
+                return match kind {
+                    "BOOKMARK" => Read::Bookmark(rv(&event["object"])),
+                    "ERROR" => Read::Error(event["object"].clone()),
+                    "ADDED" | "MODIFIED" | "DELETED" => {
+                        Read::Change(Change::of(kind, &event["object"]))
+                    }
+                    other => panic!("unexpected watch event type {other:?}: {event}"),
+                };
+            }
+            if let Some(e) = &self.error {
+                return Read::Broken(e.clone());
+            }
+            let Some(body) = self.body.as_mut() else {
+                return Read::End;
+            };
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Err(_) => return Read::Idle,
+                Ok(None) => {
+                    self.body = None;
+                    if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                        self.error = Some("the stream ended inside a line".into());
+                    }
+                }
+                Ok(Some(Err(e))) => self.error = Some(e.to_string()),
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads changes from `watch` until one at or past `until` arrived; returns them. Panics on
+/// anything but changes and bookmarks, or when `limit` passes first.
+async fn read_until(watch: &mut Watch, until: u64, limit: Duration) -> Vec<Change> {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    let mut last = 0;
+    while last < until {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match watch.next(left).await {
+            Read::Change(c) => {
+                last = c.rv;
+                seen.push(c);
+            }
+            Read::Bookmark(r) => last = last.max(r),
+            Read::Idle => panic!(
+                "the watch did not reach {until} within {limit:?}; last {last}, got {seen:?}"
+            ),
+            other => panic!("the watch ended before {until}: {other:?}; got {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// Asserts that `seen` is `expected` exactly: every acknowledged change once, in
+/// resourceVersion order, nothing else.
+fn assert_same_changes(seen: &[Change], expected: &[Change], what: &str) {
+    for pair in seen.windows(2) {
+        assert!(
+            pair[0].rv < pair[1].rv,
+            "{what}: out of order or repeated: {:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+    // A DELETE answers the object as it was before (at its last change's resourceVersion) while
+    // the DELETED event carries the deletion's, so a deletion is matched by name.
+    let key = |c: &Change| {
+        let rv = if c.kind == "DELETED" { 0 } else { c.rv };
+        (rv, c.kind.clone(), c.name.clone())
+    };
+    let seen_set: BTreeSet<_> = seen.iter().map(key).collect();
+    let expected_set: BTreeSet<_> = expected.iter().map(key).collect();
+    assert_eq!(
+        seen_set.len(),
+        seen.len(),
+        "{what}: a change repeated: {seen:?}"
+    );
+    let missing: Vec<_> = expected_set.difference(&seen_set).collect();
+    let extra: Vec<_> = seen_set.difference(&expected_set).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: missing (gaps) {missing:?}; not acknowledged {extra:?}"
+    );
+}
+
+/// A 3-member cluster with two replicas over it and the test namespace; returns them and the
+/// namespace's resourceVersion.
+async fn setup() -> (TestEtcdCluster, Replica, Replica, u64) {
+    let cluster = TestEtcdCluster::start(3)
+        .expect("start a 3-member etcd cluster from /usr/bin/etcd (Debian's etcd-server)");
+    // Answering once a leader is elected; the replicas connect at start.
+    cluster.leader().await;
+    let a = Replica::start("A", &cluster);
+    let b = Replica::start("B", &cluster);
+    let ns = a.api().create_namespace(NS).await;
+    (cluster, a, b, rv(&ns))
+}
+
+/// The change an acknowledged write made, from the object it answered.
+fn acked(kind: &str, answer: &Value) -> Change {
+    Change::of(kind, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_faults_watch_on_b_of_writes_on_a_is_ordered_gapless_and_resumable() {
+    within(Duration::from_secs(120), async {
+        let (_cluster, a, b, from) = setup().await;
+        let (a, b) = (a.api(), b.api());
+        let mut expected = Vec::new();
+        // Some writes before the watch opens: it replays them from `from`.
+        for i in 0..8 {
+            let v = a
+                .expect(
+                    201,
+                    "POST",
+                    &sa_path(NS),
+                    Some(&json!({"metadata": {"name": format!("s{i}")}})),
+                )
+                .await;
+            expected.push(acked("ADDED", &v));
+        }
+        let mut watch = Watch::open(&b, from).await;
+        // More while it is open: updates, deletes and creates.
+        for i in 0..4 {
+            let path = format!("{}/s{i}", sa_path(NS));
+            let patch = json!({"metadata": {"labels": {"round": "1"}}});
+            let v = a.expect(200, "PATCH", &path, Some(&patch)).await;
+            expected.push(acked("MODIFIED", &v));
+        }
+        for i in 4..6 {
+            let path = format!("{}/s{i}", sa_path(NS));
+            let v = a.expect(200, "DELETE", &path, None).await;
+            expected.push(acked("DELETED", &v));
+        }
+        for i in 8..12 {
+            let v = a
+                .expect(
+                    201,
+                    "POST",
+                    &sa_path(NS),
+                    Some(&json!({"metadata": {"name": format!("s{i}")}})),
+                )
+                .await;
+            expected.push(acked("ADDED", &v));
+        }
+        let last = expected.last().map_or(0, |c| c.rv);
+        let mut seen = read_until(&mut watch, last, Duration::from_secs(20)).await;
+        assert_same_changes(&seen, &expected, "first watch");
+        // The client goes away; writes go on; it resumes from the last resourceVersion it saw.
+        drop(watch);
+        for i in 12..16 {
+            let v = a
+                .expect(
+                    201,
+                    "POST",
+                    &sa_path(NS),
+                    Some(&json!({"metadata": {"name": format!("s{i}")}})),
+                )
+                .await;
+            expected.push(acked("ADDED", &v));
+        }
+        let path = format!("{}/s8", sa_path(NS));
+        let v = a
+            .expect(
+                200,
+                "PATCH",
+                &path,
+                Some(&json!({"metadata": {"labels": {"round": "2"}}})),
+            )
+            .await;
+        expected.push(acked("MODIFIED", &v));
+        let mut resumed = Watch::open(&b, last).await;
+        let last = expected.last().map_or(0, |c| c.rv);
+        seen.extend(read_until(&mut resumed, last, Duration::from_secs(20)).await);
+        assert_same_changes(&seen, &expected, "watch and resumed watch");
+        // And nothing more arrives (bookmarks may).
+        let quiet_until = Instant::now() + Duration::from_millis(1500);
+        loop {
+            let left = quiet_until.saturating_duration_since(Instant::now());
+            match resumed.next(left).await {
+                Read::Idle => break,
+                Read::Bookmark(_) => {}
+                other => panic!("after the last write the watch produced {other:?}"),
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_faults_a_client_rewatches_on_b_after_replica_a_is_killed() {
+    within(Duration::from_secs(120), async {
+        let (_cluster, mut replica_a, b, from) = setup().await;
+        let a = replica_a.api();
+        let b = b.api();
+        // Writes through B, one at a time, every acknowledged one recorded.
+        let acknowledged = Arc::new(Mutex::new(Vec::new()));
+        let writer = {
+            let (b, acknowledged) = (b.clone(), acknowledged.clone());
+            tokio::spawn(async move {
+                for i in 0..60 {
+                    let body = json!({"metadata": {"name": format!("w{i}")}});
+                    let v = b.expect(201, "POST", &sa_path(NS), Some(&body)).await;
+                    acknowledged.lock().unwrap().push(acked("ADDED", &v));
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+            })
+        };
+        // The client watches through A until A dies under it.
+        let mut watch = Watch::open(&a, from).await;
+        let mut seen = Vec::new();
+        let mut last = from;
+        let ended = loop {
+            if seen.len() == 20 {
+                replica_a.kill();
+            }
+            match watch.next(Duration::from_secs(20)).await {
+                Read::Change(c) => {
+                    last = c.rv;
+                    seen.push(c);
+                }
+                Read::Bookmark(r) => last = last.max(r),
+                Read::Idle => panic!("the watch on A went quiet; got {seen:?}"),
+                other => break other,
+            }
+        };
+        assert!(seen.len() >= 20, "A's watch ended early: {ended:?}");
+        println!(
+            "the watch on A ended after {} events with {ended:?}",
+            seen.len()
+        );
+        // It re-watches on B from the last resourceVersion it saw.
+        let mut rewatch = Watch::open(&b, last).await;
+        writer.await.expect("the writer");
+        let expected = acknowledged.lock().unwrap().clone();
+        let until = expected.last().map_or(0, |c| c.rv);
+        if last < until {
+            seen.extend(read_until(&mut rewatch, until, Duration::from_secs(20)).await);
+        }
+        assert_same_changes(&seen, &expected, "the watch on A, then on B");
+    })
+    .await;
+}
+
+/// What one watching client saw across its re-watches.
+#[derive(Debug, Default)]
+struct Watcher {
+    changes: Vec<Change>,
+    /// Why each stream ended before the client stopped.
+    rewatches: Vec<String>,
+}
+
+/// A client that watches through `api` from `from` and re-watches from the last
+/// resourceVersion it saw whenever its stream ends, breaks or reports an error, until `stop`
+/// is set and it saw `until` (read from the shared cell once `stop` is set).
+async fn watch_through_faults(
+    api: Api,
+    from: u64,
+    stop: Arc<AtomicBool>,
+    until: Arc<Mutex<u64>>,
+) -> Watcher {
+    let mut out = Watcher::default();
+    let mut last = from;
+    'rewatch: loop {
+        let mut watch = Watch::open(&api, last).await;
+        loop {
+            if stop.load(Ordering::SeqCst) && last >= *until.lock().unwrap() {
+                break 'rewatch;
+            }
+            match watch.next(Duration::from_millis(500)).await {
+                Read::Change(c) => {
+                    last = c.rv;
+                    out.changes.push(c);
+                }
+                Read::Bookmark(r) => last = last.max(r),
+                Read::Idle => {}
+                Read::Error(status) => {
+                    // 410 Expired, or the replica giving up on its storage: start again from
+                    // the last resourceVersion seen.
+                    out.rewatches.push(format!("error event {status}"));
+                    break;
+                }
+                Read::Broken(e) => {
+                    out.rewatches.push(format!("broken: {e}"));
+                    break;
+                }
+                Read::End => {
+                    out.rewatches.push("ended".into());
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_faults_killing_the_etcd_leader_under_write_load_loses_nothing() {
+    within(Duration::from_secs(240), async {
+        let (mut cluster, a, b, from) = setup().await;
+        let (a, b) = (a.api(), b.api());
+        let stop = Arc::new(AtomicBool::new(false));
+        let until = Arc::new(Mutex::new(u64::MAX));
+        let watchers: Vec<_> = [&a, &b]
+            .into_iter()
+            .map(|api| {
+                tokio::spawn(watch_through_faults(
+                    api.clone(),
+                    from,
+                    stop.clone(),
+                    until.clone(),
+                ))
+            })
+            .collect();
+        // Four writers, two through each replica, creating until each has 40 acknowledged.
+        let acknowledged: Arc<Mutex<Vec<(Change, Instant)>>> = Arc::default();
+        let failed_attempts = Arc::new(Mutex::new(0u32));
+        let deadline = Instant::now() + Duration::from_secs(150);
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let api = if w % 2 == 0 { a.clone() } else { b.clone() };
+                let (acknowledged, failed_attempts) =
+                    (acknowledged.clone(), failed_attempts.clone());
+                tokio::spawn(async move {
+                    for n in 0..40 {
+                        let name = format!("c{w}-{n}");
+                        let (v, failures) = api.create_sa_surely(&name, deadline).await;
+                        *failed_attempts.lock().unwrap() += failures;
+                        acknowledged
+                            .lock()
+                            .unwrap()
+                            .push((acked("ADDED", &v), Instant::now()));
+                    }
+                })
+            })
+            .collect();
+        // Under load, the leader dies.
+        while acknowledged.lock().unwrap().len() < 40 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let leader = cluster.leader().await;
+        cluster.kill(leader);
+        let killed_at = Instant::now();
+        let new_leader = cluster.leader().await;
+        let elected_in = killed_at.elapsed();
+        for w in writers {
+            w.await.expect("a writer");
+        }
+        let acknowledged = acknowledged.lock().unwrap().clone();
+        let after_kill = acknowledged.iter().filter(|(_, t)| *t > killed_at).count();
+        println!(
+            "killed leader {leader}; member {new_leader} led after {elected_in:?}; \
+             {} writes acknowledged, {after_kill} after the kill, {} failed attempts",
+            acknowledged.len(),
+            failed_attempts.lock().unwrap()
+        );
+        assert_eq!(acknowledged.len(), 160);
+        assert!(after_kill > 0, "no write was acknowledged after the kill");
+        // Every acknowledged write is there, through both replicas.
+        let expected: Vec<Change> = acknowledged.iter().map(|(c, _)| c.clone()).collect();
+        for api in [&a, &b] {
+            let list = api.expect(200, "GET", &sa_path(NS), None).await;
+            let stored: BTreeMap<String, u64> = list["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|i| (i["metadata"]["name"].as_str().unwrap().to_string(), rv(i)))
+                .collect();
+            for c in &expected {
+                assert_eq!(
+                    stored.get(&c.name),
+                    Some(&c.rv),
+                    "{} through replica {}",
+                    c.name,
+                    api.name
+                );
+            }
+        }
+        // The watches saw each acknowledged write once, in order.
+        *until.lock().unwrap() = expected.iter().map(|c| c.rv).max().unwrap_or(0);
+        stop.store(true, Ordering::SeqCst);
+        for (w, name) in watchers.into_iter().zip(["A", "B"]) {
+            let seen = tokio::time::timeout(Duration::from_secs(30), w)
+                .await
+                .unwrap_or_else(|_| panic!("the watcher on {name} did not catch up"))
+                .expect("a watcher");
+            println!(
+                "the watcher on {name} saw {} changes and re-watched {} times: {:?}",
+                seen.changes.len(),
+                seen.rewatches.len(),
+                seen.rewatches
+            );
+            let mut sorted = expected.clone();
+            sorted.sort();
+            assert_same_changes(&seen.changes, &sorted, &format!("the watcher on {name}"));
+        }
+        cluster.restart(leader).expect("restart the killed member");
+    })
+    .await;
+}
+
+/// Create, read, list, update, watch and delete across the two replicas, under `tag`.
+async fn exercise(a: &Api, b: &Api, tag: &str) {
+    let created = a
+        .expect(
+            201,
+            "POST",
+            &sa_path(NS),
+            Some(&json!({"metadata": {"name": tag}})),
+        )
+        .await;
+    let path = format!("{}/{tag}", sa_path(NS));
+    let got = b.expect(200, "GET", &path, None).await;
+    assert_eq!(got["metadata"]["uid"], created["metadata"]["uid"]);
+    let list = b.expect(200, "GET", &sa_path(NS), None).await;
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["metadata"]["name"] == tag),
+        "{tag} not listed through B: {list}"
+    );
+    let mut watch = Watch::open(a, rv(&created)).await;
+    let patched = b
+        .expect(
+            200,
+            "PATCH",
+            &path,
+            Some(&json!({"metadata": {"labels": {"seen": "yes"}}})),
+        )
+        .await;
+    let seen = read_until(&mut watch, rv(&patched), Duration::from_secs(20)).await;
+    assert_eq!(seen, [acked("MODIFIED", &patched)]);
+    let deleted = a.expect(200, "DELETE", &path, None).await;
+    assert_eq!(deleted["metadata"]["uid"], created["metadata"]["uid"]);
+    // The DELETED event comes at the deletion's resourceVersion, after the patch's.
+    let seen = read_until(&mut watch, rv(&patched) + 1, Duration::from_secs(20)).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        (seen[0].kind.as_str(), seen[0].name.as_str()),
+        ("DELETED", tag)
+    );
+    b.expect(404, "GET", &path, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_faults_one_member_down_changes_nothing() {
+    within(Duration::from_secs(180), async {
+        let (mut cluster, a, b, _) = setup().await;
+        let (a, b) = (a.api(), b.api());
+        exercise(&a, &b, "all-up").await;
+        // A follower down.
+        let leader = cluster.leader().await;
+        let follower = (leader + 1) % cluster.size();
+        cluster.kill(follower);
+        exercise(&a, &b, "follower-down").await;
+        cluster.restart(follower).expect("restart the follower");
+        cluster.wait_member(follower).await;
+        exercise(&a, &b, "follower-back").await;
+        // The leader down: after the election, the same.
+        let leader = cluster.leader().await;
+        cluster.kill(leader);
+        cluster.leader().await;
+        exercise(&a, &b, "leader-down").await;
+        cluster.restart(leader).expect("restart the old leader");
+        cluster.wait_member(leader).await;
+        exercise(&a, &b, "leader-back").await;
+    })
+    .await;
+}
+
+/// Whether the answer is a 5xx Status.
+fn is_5xx_status(answer: &Answer) -> bool {
+    matches!(answer, Ok((code, v)) if *code >= 500 && v["kind"] == "Status" && v["code"] == *code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_faults_with_etcd_unreachable_a_replica_fails_fast_and_is_not_ready() {
+    within(Duration::from_secs(180), async {
+        let (mut cluster, a, _b, _) = setup().await;
+        let a = a.api();
+        a.expect(
+            201,
+            "POST",
+            &sa_path(NS),
+            Some(&json!({"metadata": {"name": "before"}})),
+        )
+        .await;
+        assert_eq!(
+            a.send("GET", "/readyz", None).await.ok().map(|r| r.0),
+            Some(200)
+        );
+        for i in 0..cluster.size() {
+            cluster.kill(i);
+        }
+        let path = format!("{}/before", sa_path(NS));
+        let body = json!({"metadata": {"name": "during"}});
+        let requests: [(&str, &str, Option<&Value>); 3] = [
+            ("GET", &path, None),
+            ("GET", &sa_path(NS), None),
+            ("POST", &sa_path(NS), Some(&body)),
+        ];
+        for (method, path, body) in requests {
+            let started = Instant::now();
+            let answer = a
+                .send_within(method, path, body, Duration::from_secs(30))
+                .await;
+            let took = started.elapsed();
+            println!("with etcd down, {method} {path} answered in {took:?}: {answer:?}");
+            assert!(is_5xx_status(&answer), "{method} {path}: {answer:?}");
+        }
+        let started = Instant::now();
+        let ready = a.send("GET", "/readyz?verbose", None).await;
+        println!(
+            "with etcd down, /readyz answered in {:?}: {ready:?}",
+            started.elapsed()
+        );
+        let (code, text) = ready.expect("/readyz answers");
+        assert_eq!(code, 500, "{text}");
+        assert_eq!(
+            text,
+            "[+]ping ok\n[-]etcd failed: reason withheld\nreadyz check failed\n"
+        );
+        let live = a.send("GET", "/livez", None).await.expect("/livez answers");
+        assert_eq!(live.0, 200, "/livez does not depend on storage: {live:?}");
+        // etcd comes back: the replica is ready again and serves.
+        for i in 0..cluster.size() {
+            cluster.restart(i).expect("restart a member");
+        }
+        cluster.leader().await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok((200, v)) = a.send("GET", "/readyz", None).await {
+                assert_eq!(v, "ok");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "/readyz still fails 60 s after etcd came back"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        a.expect(
+            201,
+            "POST",
+            &sa_path(NS),
+            Some(&json!({"metadata": {"name": "after"}})),
+        )
+        .await;
+        a.expect(200, "GET", &path, None).await;
+        let list = a.expect(200, "GET", &sa_path(NS), None).await;
+        let names: BTreeSet<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        assert!(
+            names.contains("before") && names.contains("after"),
+            "{names:?}"
+        );
+    })
+    .await;
+}

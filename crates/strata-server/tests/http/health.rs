@@ -1,0 +1,51 @@
+//! The health endpoints in Kubernetes' format: `/livez`, `/readyz` and `/healthz` answer `ok`,
+//! list their checks with `?verbose`, skip one with `?exclude=`, and serve each check on its own
+//! path. (With storage unreachable `/readyz` fails and `/livez` does not: see `etcd_faults`.)
+
+use crate::common::TestServer;
+
+#[tokio::test]
+async fn health_endpoints_list_their_checks() {
+    let s = TestServer::start();
+    for path in ["/livez", "/readyz", "/healthz"] {
+        let r = s.get(path).await;
+        assert_eq!(r.code(), 200, "{path}");
+        assert_eq!(&r.body[..], b"ok", "{path}");
+        assert_eq!(r.header("content-type"), "text/plain; charset=utf-8");
+        assert_eq!(r.header("x-content-type-options"), "nosniff");
+    }
+    let r = s.get("/livez?verbose").await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(&r.body[..], b"[+]ping ok\nlivez check passed\n");
+    let r = s.get("/readyz?verbose").await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(
+        String::from_utf8_lossy(&r.body),
+        "[+]ping ok\n[+]storage ok\nreadyz check passed\n"
+    );
+    let r = s
+        .get("/readyz?verbose&exclude=storage&exclude=nothing")
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(
+        String::from_utf8_lossy(&r.body),
+        "[+]ping ok\n[+]storage excluded: ok\n\
+         warn: some health checks cannot be excluded: no matches for \"nothing\"\n\
+         readyz check passed\n"
+    );
+    for path in [
+        "/readyz/ping",
+        "/readyz/storage",
+        "/livez/ping",
+        "/healthz/ping",
+    ] {
+        let r = s.get(path).await;
+        assert_eq!(r.code(), 200, "{path}");
+        assert_eq!(&r.body[..], b"ok", "{path}");
+    }
+    // `/livez` has no storage check; an unknown check is not found.
+    assert_eq!(s.get("/livez/storage").await.code(), 404);
+    assert_eq!(s.get("/readyz/nothing").await.code(), 404);
+    // Health is read-only.
+    assert_eq!(s.send("POST", "/readyz", None, &[]).await.code(), 405);
+}
