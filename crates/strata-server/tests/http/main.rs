@@ -10,6 +10,7 @@ mod crash;
 mod deletion;
 mod etcd;
 mod etcd_faults;
+mod etcd_replicas;
 mod health;
 mod http_api;
 mod kube_client;
