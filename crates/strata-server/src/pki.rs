@@ -114,10 +114,23 @@ async fn shared_secret(
     }
 }
 
-/// Writes `contents` to `path` unless it already holds exactly that.
+/// Writes `contents` to `path` unless it already holds exactly that. Other contents (a CA or
+/// token this data directory had before it joined a cluster that has its own) are kept beside
+/// it as `<name>.previous`, not destroyed.
 fn mirror(path: &Path, contents: &[u8], private: bool) -> Result<(), String> {
-    if std::fs::read(path).is_ok_and(|old| old == contents) {
-        return Ok(());
+    match std::fs::read(path) {
+        Ok(old) if old == contents => return Ok(()),
+        Ok(_) => {
+            let mut previous = path.as_os_str().to_owned();
+            previous.push(".previous");
+            std::fs::rename(path, &previous).map_err(|e| io_error(path, e))?;
+            tracing::warn!(
+                path = %path.display(),
+                "the cluster's store holds another CA or admin token than this data directory; \
+                 using the store's, the old file is kept with the suffix .previous"
+            );
+        }
+        Err(_) => {}
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;

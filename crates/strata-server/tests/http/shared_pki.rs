@@ -1,6 +1,7 @@
 //! Replicas over one etcd share the cluster's CA and admin token (they live in the store): the
 //! admin kubeconfig written by replica A verifies replica B's serving certificate and
-//! authenticates on B, and a data directory from before keeps its own CA and token.
+//! authenticates on B; a data directory from before keeps its own CA and token, or, joining a
+//! cluster that has one, takes the cluster's and keeps its old files beside.
 
 use std::path::Path;
 use std::time::Duration;
@@ -100,6 +101,26 @@ async fn replica_a_admin_kubeconfig_works_against_replica_b() {
             Api::namespaced(admin_client_for(dir_b.path(), &a.addr).await, "default");
         assert_eq!(
             b_on_a.get("made-on-b").await.unwrap().name_any(),
+            "made-on-b"
+        );
+
+        // A data directory that had a CA of its own joins: it serves under the cluster's CA,
+        // and keeps its old files beside (`.previous`).
+        let dir_c = tempfile::tempdir().unwrap();
+        drop(OneProcess::start(
+            dir_c.path(),
+            &["--storage-backend", "memory"],
+            true,
+        ));
+        let own_ca = read(dir_c.path(), "ca.crt");
+        assert_ne!(own_ca, read(dir_a.path(), "ca.crt"));
+        let c = OneProcess::start(dir_c.path(), &flags, true);
+        assert_eq!(read(dir_c.path(), "ca.crt"), read(dir_a.path(), "ca.crt"));
+        assert_eq!(read(dir_c.path(), "ca.crt.previous"), own_ca);
+        let a_on_c: Api<ServiceAccount> =
+            Api::namespaced(admin_client_for(dir_a.path(), &c.addr).await, "default");
+        assert_eq!(
+            a_on_c.get("made-on-b").await.unwrap().name_any(),
             "made-on-b"
         );
     })
