@@ -184,20 +184,6 @@ fn wait_healthy(url: &str) {
     }
 }
 
-/// Copies the files of `from` into `to` (one level: the generated CA, serving certificate and
-/// admin token), so a second replica serves with the first one's CA and accepts its admin token.
-fn copy_files(from: &Path, to: &Path) {
-    let Ok(entries) = std::fs::read_dir(from) else {
-        return;
-    };
-    std::fs::create_dir_all(to).expect("create the replica's pki directory");
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_file()) {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy pki");
-        }
-    }
-}
-
 /// The data directory of the write replica (A) of a server on etcd whose read replica (B)
 /// has `data_dir`: inside it, since on etcd a data directory holds only the TLS material and
 /// the admin kubeconfig.
@@ -250,7 +236,7 @@ impl TestServer {
     /// On RocksDB, or when `extra` names a `--storage-backend`, one process on `data_dir`. On
     /// etcd the etcd of `data_dir` (started unless a server on it is still in scope), replica B
     /// on `data_dir` (the caller finds its admin kubeconfig there, naming B), then replica A on
-    /// a directory inside it with a copy of B's CA and admin token.
+    /// a directory inside it. The replicas share the CA and admin token through the store.
     fn spawned(data_dir: &Path, extra: &[&str], tls: bool) -> TestServer {
         let client = Client::builder(TokioExecutor::new()).build_http();
         // A test that names its backend (etcd of its own, memory, or RocksDB for a test about
@@ -283,9 +269,7 @@ impl TestServer {
             _tmp: None,
             client,
         };
-        let a_dir = write_replica_dir(data_dir);
-        copy_files(&data_dir.join("pki"), &a_dir.join("pki"));
-        let (a, write_addr) = spawn(&a_dir, &flags, tls);
+        let (a, write_addr) = spawn(&write_replica_dir(data_dir), &flags, tls);
         server.children.push(a);
         server.write_addr = write_addr;
         server
