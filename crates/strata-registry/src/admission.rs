@@ -2,8 +2,8 @@
 
 use strata_object::Status;
 
-use crate::errors::{cache_error_in, store_error, Op};
-use crate::{decode_stored, RegisteredType, Registry, FUTURE_REVISION_WAIT};
+use crate::errors::{store_error, Op};
+use crate::{decode_stored, RegisteredType, Registry};
 
 impl Registry {
     /// New objects may go only into a namespace that exists (404) and is not being terminated
@@ -19,13 +19,15 @@ impl Registry {
         };
         let key = ns.info.key("", namespace);
         // The cache answers, once it has caught up with every write this replica has seen (a
-        // namespace deleted a moment ago must already refuse content). A miss asks the store.
+        // namespace deleted a moment ago must already refuse content). A miss, or a cache that
+        // cannot show it caught up, asks the store.
         let seen = self.store.current_revision();
-        ns.cache
-            .wait_for(seen, FUTURE_REVISION_WAIT)
-            .await
-            .map_err(|e| cache_error_in(Op::Get, &ns, e))?;
-        let terminating = match ns.cache.get(&key).0 {
+        let cached = if self.cache_reaches(&ns.cache, seen).await {
+            ns.cache.get(&key).0
+        } else {
+            None
+        };
+        let terminating = match cached {
             Some(c) => c.field("status.phase") == Some("Terminating"),
             None => match self.store.get(&key, None).await {
                 Ok((Some(kv), _)) => decode_stored(&ns, &kv)?

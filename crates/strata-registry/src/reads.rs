@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use strata_object::field::FieldError;
 use strata_object::{Object, ResourceType, Status};
 use strata_store::{RangeRequest, Revision, StoreError};
-use strata_watch::Decoder;
+use strata_watch::{Decoder, WatchCache};
 
 use crate::errors::{cache_error, cache_error_in, store_error, Op};
 use crate::version::{to_resource_version, to_revision};
@@ -205,18 +205,26 @@ impl Registry {
     /// cache that did not catch up in time; kube-apiserver falls back to etcd alike).
     pub(crate) async fn freshness(&self, rt: &RegisteredType) -> Result<Fresh, Status> {
         let min = self.consistent_revision(rt).await?;
-        if rt.cache.revision() >= min {
-            return Ok(Fresh::Cache(min));
+        Ok(if self.cache_reaches(&rt.cache, min).await {
+            Fresh::Cache(min)
+        } else {
+            Fresh::Store(min)
+        })
+    }
+
+    /// Whether `cache` reaches `min` in time: up to [`FUTURE_REVISION_WAIT`] when the store can
+    /// make its feed show progress, [`UNPROVEN_WAIT`] when it cannot (the revision may come
+    /// from keys no cache follows). `false` sends the caller to the store.
+    pub async fn cache_reaches(&self, cache: &WatchCache, min: Revision) -> bool {
+        if cache.revision() >= min {
+            return true;
         }
         let wait = if self.store.request_progress() {
             FUTURE_REVISION_WAIT
         } else {
             UNPROVEN_WAIT
         };
-        Ok(match rt.cache.wait_for(min, wait).await {
-            Ok(()) => Fresh::Cache(min),
-            Err(_) => Fresh::Store(min),
-        })
+        cache.wait_for(min, wait).await.is_ok()
     }
 
     /// One object read from the store at `at` (a consistent read the cache could not serve).

@@ -173,6 +173,15 @@ async fn consistent_reads_across_replicas_when_other_keys_move_the_revision() {
         assert_eq!(event["type"], "ADDED");
         assert_eq!(rv_of(&event["object"]), rv_of(&two));
 
+        // Foreign writes again, seen by A through a consistent read: creating in a namespace
+        // (whose admission reads the namespace cache) is not held up by the unreachable revision.
+        direct.create("/elsewhere/later", "x".into()).await.unwrap();
+        a.get_ok(&format!("{}/one", sa_path("shared"))).await;
+        let three = a.create_sa("shared", "three", Value::Null).await;
+        assert_eq!(three["metadata"]["name"], "three");
+        let event = watch.next_event().await;
+        assert_eq!(event["object"]["metadata"]["name"], "three");
+
         // The objects sit at <prefix>/<resource>/<namespace>/<name>, kube-apiserver's layout.
         let (kv, _) = direct
             .get("/tenant-a/serviceaccounts/shared/one", None)
