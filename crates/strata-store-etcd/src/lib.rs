@@ -300,22 +300,34 @@ impl EtcdStore {
             prefix: options.prefix.trim_end_matches('/').to_string(),
             root: options.root.trim_end_matches('/').to_string(),
         };
-        let (version, header) = bounded("the status request", async {
-            let mut c = client.clone();
-            let status = c.status().await.map_err(unavailable)?;
-            let header = quorum::revision(&mut c, &keys).await?;
-            Ok((status.version().to_string(), header))
-        })
+        // These reads are retried like every other: the balanced channel may first send one to
+        // a member that is down, and a replica must start while a member is down.
+        let (version, header) = bounded(
+            "the status request",
+            retrying(|| async {
+                let mut c = client.clone();
+                let status = c.status().await.map_err(unavailable)?;
+                let header = quorum::revision(&mut c, &keys).await?;
+                Ok((status.version().to_string(), header))
+            }),
+        )
         .await?;
-        let compacted = bounded("the compaction probe", compaction_point(&client, &keys)).await?;
-        let compact_version = bounded("the compaction key", async {
-            let mut c = client.clone();
-            let resp = c
-                .get(keys.full(COMPACT_KEY), None)
-                .await
-                .map_err(unavailable)?;
-            Ok(resp.kvs().first().map_or(0, |kv| kv.version()))
-        })
+        let compacted = bounded(
+            "the compaction probe",
+            retrying(|| compaction_point(&client, &keys)),
+        )
+        .await?;
+        let compact_version = bounded(
+            "the compaction key",
+            retrying(|| async {
+                let mut c = client.clone();
+                let resp = c
+                    .get(keys.full(COMPACT_KEY), None)
+                    .await
+                    .map_err(unavailable)?;
+                Ok(resp.kvs().first().map_or(0, |kv| kv.version()))
+            }),
+        )
         .await?;
         let compacted = Arc::new(AtomicU64::new(compacted));
         let start = Revision(compacted.load(Ordering::SeqCst));

@@ -197,16 +197,17 @@ impl Api {
     /// Creates ServiceAccount `name` until the create is known to have happened: retried after
     /// failures (5xx, timeouts, broken connections: not acknowledged, but possibly committed);
     /// a retry's 409 AlreadyExists is the earlier attempt having committed, and the object is
-    /// then read back. Returns the acknowledged object and how many attempts failed.
-    async fn create_sa_surely(&self, name: &str, deadline: Instant) -> (Value, u32) {
+    /// then read back. Returns the acknowledged object, how many attempts failed, and whether
+    /// a failed attempt turned out to have committed.
+    async fn create_sa_surely(&self, name: &str, deadline: Instant) -> (Value, u32, bool) {
         let mut failures = 0;
         loop {
             match self.create_sa(name).await {
-                Ok((201, v)) => return (v, failures),
+                Ok((201, v)) => return (v, failures, false),
                 Ok((409, v)) if failures > 0 && v["reason"] == "AlreadyExists" => {
                     let path = format!("{}/{name}", sa_path(NS));
                     if let Ok((200, got)) = self.send("GET", &path, None).await {
-                        return (got, failures);
+                        return (got, failures, true);
                     }
                 }
                 Ok((code, v)) if code >= 500 => assert_eq!(v["kind"], "Status", "{v}"),
@@ -217,6 +218,33 @@ impl Api {
             assert!(
                 Instant::now() < deadline,
                 "create {name} on replica {} still fails after {failures} attempts",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Api {
+    /// Sets label `n` of ServiceAccount `name` to `value` by a merge patch until a patch is
+    /// acknowledged: retried after failures like [`Api::create_sa_surely`]. The patch is
+    /// idempotent: when a failed attempt committed, the retry changes nothing and answers the
+    /// object as that attempt left it. Returns the object and how many attempts failed.
+    async fn label_sa_surely(&self, name: &str, value: &str, deadline: Instant) -> (Value, u32) {
+        let path = format!("{}/{name}", sa_path(NS));
+        let patch = json!({"metadata": {"labels": {"n": value}}});
+        let mut failures = 0;
+        loop {
+            match self.send("PATCH", &path, Some(&patch)).await {
+                Ok((200, v)) => return (v, failures),
+                Ok((code, v)) if code >= 500 => assert_eq!(v["kind"], "Status", "{v}"),
+                Ok((code, v)) => panic!("patch {name} on {}: {code} {v}", self.name),
+                Err(_) => {}
+            }
+            failures += 1;
+            assert!(
+                Instant::now() < deadline,
+                "patch {name} on replica {} still fails after {failures} attempts",
                 self.name
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -682,24 +710,41 @@ async fn etcd_faults_killing_the_etcd_leader_under_write_load_loses_nothing() {
                 ))
             })
             .collect();
-        // Four writers, two through each replica, creating until each has 40 acknowledged.
+        // Four writers, two through each replica, each creating 40 ServiceAccounts and
+        // labelling every fourth one after the next is created.
         let acknowledged: Arc<Mutex<Vec<(Change, Instant)>>> = Arc::default();
         let failed_attempts = Arc::new(Mutex::new(0u32));
+        let committed_unacknowledged = Arc::new(Mutex::new(0u32));
         let deadline = Instant::now() + Duration::from_secs(150);
         let writers: Vec<_> = (0..4)
             .map(|w| {
                 let api = if w % 2 == 0 { a.clone() } else { b.clone() };
-                let (acknowledged, failed_attempts) =
-                    (acknowledged.clone(), failed_attempts.clone());
+                let (acknowledged, failed_attempts, committed_unacknowledged) = (
+                    acknowledged.clone(),
+                    failed_attempts.clone(),
+                    committed_unacknowledged.clone(),
+                );
                 tokio::spawn(async move {
                     for n in 0..40 {
                         let name = format!("c{w}-{n}");
-                        let (v, failures) = api.create_sa_surely(&name, deadline).await;
+                        let (v, failures, existed) = api.create_sa_surely(&name, deadline).await;
                         *failed_attempts.lock().unwrap() += failures;
+                        *committed_unacknowledged.lock().unwrap() += u32::from(existed);
                         acknowledged
                             .lock()
                             .unwrap()
                             .push((acked("ADDED", &v), Instant::now()));
+                        if n % 4 == 1 {
+                            let earlier = format!("c{w}-{}", n - 1);
+                            let (v, failures) = api
+                                .label_sa_surely(&earlier, &n.to_string(), deadline)
+                                .await;
+                            *failed_attempts.lock().unwrap() += failures;
+                            acknowledged
+                                .lock()
+                                .unwrap()
+                                .push((acked("MODIFIED", &v), Instant::now()));
+                        }
                     }
                 })
             })
@@ -720,14 +765,21 @@ async fn etcd_faults_killing_the_etcd_leader_under_write_load_loses_nothing() {
         let after_kill = acknowledged.iter().filter(|(_, t)| *t > killed_at).count();
         println!(
             "killed leader {leader}; member {new_leader} led after {elected_in:?}; \
-             {} writes acknowledged, {after_kill} after the kill, {} failed attempts",
+             {} writes acknowledged, {after_kill} after the kill, {} failed attempts, \
+             {} creates found committed by a failed attempt",
             acknowledged.len(),
-            failed_attempts.lock().unwrap()
+            failed_attempts.lock().unwrap(),
+            committed_unacknowledged.lock().unwrap()
         );
-        assert_eq!(acknowledged.len(), 160);
+        assert_eq!(acknowledged.len(), 200);
         assert!(after_kill > 0, "no write was acknowledged after the kill");
-        // Every acknowledged write is there, through both replicas.
+        // Every acknowledged write is there, through both replicas: each object at its last
+        // acknowledged change.
         let expected: Vec<Change> = acknowledged.iter().map(|(c, _)| c.clone()).collect();
+        let mut last_change: BTreeMap<&str, &Change> = BTreeMap::new();
+        for c in &expected {
+            last_change.insert(&c.name, c);
+        }
         for api in [&a, &b] {
             let list = api.expect(200, "GET", &sa_path(NS), None).await;
             let stored: BTreeMap<String, u64> = list["items"]
@@ -736,7 +788,8 @@ async fn etcd_faults_killing_the_etcd_leader_under_write_load_loses_nothing() {
                 .iter()
                 .map(|i| (i["metadata"]["name"].as_str().unwrap().to_string(), rv(i)))
                 .collect();
-            for c in &expected {
+            assert_eq!(stored.len(), last_change.len(), "{stored:?}");
+            for c in last_change.values() {
                 assert_eq!(
                     stored.get(&c.name),
                     Some(&c.rv),
@@ -820,11 +873,17 @@ async fn etcd_faults_one_member_down_changes_nothing() {
         let (mut cluster, a, b, _) = setup().await;
         let (a, b) = (a.api(), b.api());
         exercise(&a, &b, "all-up").await;
-        // A follower down.
+        // A follower down: the first one in `--etcd-servers` when the leader is not first.
         let leader = cluster.leader().await;
-        let follower = (leader + 1) % cluster.size();
+        let follower = usize::from(leader == 0);
         cluster.kill(follower);
         exercise(&a, &b, "follower-down").await;
+        assert_ready(&a).await;
+        assert_ready(&b).await;
+        // A replica starting now connects through the members that answer.
+        let c = Replica::start("C", &cluster);
+        exercise(&c.api(), &b, "follower-down-c").await;
+        assert_ready(&c.api()).await;
         cluster.restart(follower).expect("restart the follower");
         cluster.wait_member(follower).await;
         exercise(&a, &b, "follower-back").await;
@@ -833,11 +892,24 @@ async fn etcd_faults_one_member_down_changes_nothing() {
         cluster.kill(leader);
         cluster.leader().await;
         exercise(&a, &b, "leader-down").await;
+        exercise(&c.api(), &a, "leader-down-c").await;
+        assert_ready(&a).await;
+        assert_ready(&b).await;
         cluster.restart(leader).expect("restart the old leader");
         cluster.wait_member(leader).await;
         exercise(&a, &b, "leader-back").await;
     })
     .await;
+}
+
+/// Asserts that `/readyz` answers 200 `ok`.
+async fn assert_ready(api: &Api) {
+    let ready = api.send("GET", "/readyz", None).await;
+    assert!(
+        matches!(&ready, Ok((200, v)) if v == "ok"),
+        "/readyz on {}: {ready:?}",
+        api.name
+    );
 }
 
 /// Whether the answer is a 5xx Status.
@@ -848,15 +920,25 @@ fn is_5xx_status(answer: &Answer) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_faults_with_etcd_unreachable_a_replica_fails_fast_and_is_not_ready() {
     within(Duration::from_secs(180), async {
-        let (mut cluster, a, _b, _) = setup().await;
-        let a = a.api();
-        a.expect(
-            201,
-            "POST",
-            &sa_path(NS),
-            Some(&json!({"metadata": {"name": "before"}})),
-        )
-        .await;
+        let (mut cluster, a, b, _) = setup().await;
+        let (a, b) = (a.api(), b.api());
+        let before = a
+            .expect(
+                201,
+                "POST",
+                &sa_path(NS),
+                Some(&json!({"metadata": {"name": "before"}})),
+            )
+            .await;
+        // A client watches through B across the outage, re-watching when its stream ends.
+        let stop = Arc::new(AtomicBool::new(false));
+        let until = Arc::new(Mutex::new(u64::MAX));
+        let watcher = tokio::spawn(watch_through_faults(
+            b.clone(),
+            rv(&before),
+            stop.clone(),
+            until.clone(),
+        ));
         assert_eq!(
             a.send("GET", "/readyz", None).await.ok().map(|r| r.0),
             Some(200)
@@ -911,14 +993,28 @@ async fn etcd_faults_with_etcd_unreachable_a_replica_fails_fast_and_is_not_ready
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        a.expect(
-            201,
-            "POST",
-            &sa_path(NS),
-            Some(&json!({"metadata": {"name": "after"}})),
-        )
-        .await;
+        let after = a
+            .expect(
+                201,
+                "POST",
+                &sa_path(NS),
+                Some(&json!({"metadata": {"name": "after"}})),
+            )
+            .await;
         a.expect(200, "GET", &path, None).await;
+        // The watching client saw the write after the outage, once, and nothing else.
+        *until.lock().unwrap() = rv(&after);
+        stop.store(true, Ordering::SeqCst);
+        let seen = tokio::time::timeout(Duration::from_secs(30), watcher)
+            .await
+            .expect("the watcher on B did not see the write after the outage")
+            .expect("the watcher");
+        println!(
+            "the watcher on B re-watched {} times across the outage: {:?}",
+            seen.rewatches.len(),
+            seen.rewatches
+        );
+        assert_same_changes(&seen.changes, &[acked("ADDED", &after)], "the watcher on B");
         let list = a.expect(200, "GET", &sa_path(NS), None).await;
         let names: BTreeSet<&str> = list["items"]
             .as_array()
