@@ -33,7 +33,10 @@
 //! file changes nothing. The target must hold no key at all: a store a server has already started
 //! on holds its bootstrap namespaces, and is refused. Every key is then created with
 //! create-if-absent, so a concurrent writer cannot be overwritten. A failure part-way leaves the
-//! keys written so far; empty the target and restore again.
+//! keys written so far; empty the target and restore again. Finally the target's history is
+//! compacted to its current revision (as `etcdutl snapshot restore --mark-compacted` does): a
+//! client that still holds a resourceVersion from the source and watches or lists from it gets
+//! 410 Gone and lists again, instead of the restore's writes replayed as events.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -219,14 +222,14 @@ pub async fn save(store: &dyn Store, file: &Path) -> Result<Summary, String> {
 /// Why a save failed.
 enum Failure {
     Store(StoreError),
-    Io(String),
+    Other(String),
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Store(e) => write!(f, "reading the store: {e}"),
-            Failure::Io(e) => f.write_str(e),
+            Failure::Other(e) => f.write_str(e),
         }
     }
 }
@@ -236,7 +239,7 @@ async fn write_all_keys(
     mut writer: Writer<BufWriter<File>>,
     path: &Path,
 ) -> Result<Summary, Failure> {
-    let io = |e: std::io::Error| Failure::Io(io_error(path, e));
+    let io = |e: std::io::Error| Failure::Other(io_error(path, e));
     // Every key Strata writes starts with `/` (`/registry/…`, `/strata/…`).
     let mut request = RangeRequest {
         prefix: "/".into(),
@@ -259,6 +262,12 @@ async fn write_all_keys(
         }
         match page.kvs.last() {
             Some(last) if page.remaining > 0 => request.start = format!("{}\0", last.key),
+            None if page.remaining > 0 => {
+                return Err(Failure::Other(format!(
+                    "the store answered a page of no keys with {} keys remaining",
+                    page.remaining
+                )))
+            }
             _ => break,
         }
     }
@@ -289,11 +298,15 @@ pub async fn restore(store: Arc<dyn Store>, file: &Path) -> Result<Summary, Stri
         })
         .await
         .map_err(|e| format!("reading the target store: {e}"))?;
-    if let Some(kv) = existing.kvs.first() {
+    // An engine may hide its own bookkeeping keys from a page yet count them as remaining;
+    // either way, something is there.
+    if !existing.kvs.is_empty() || existing.remaining > 0 {
+        let held = match existing.kvs.first() {
+            Some(kv) => format!("it holds {:?} and {} more keys", kv.key, existing.remaining),
+            None => format!("it holds {} keys", existing.remaining),
+        };
         return Err(format!(
-            "the target store is not empty (it holds {:?} and {} more keys): restore writes \
-             only into an empty store",
-            kv.key, existing.remaining
+            "the target store is not empty ({held}): restore writes only into an empty store"
         ));
     }
     let mut reader = Reader::open(file)?;
@@ -329,6 +342,16 @@ pub async fn restore(store: Arc<dyn Store>, file: &Path) -> Result<Summary, Stri
     if again != summary {
         return Err(format!("{} changed while it was restored", file.display()));
     }
+    // The restore's own history is no one's: compacted away, a resourceVersion a client kept
+    // from the source is 410 Gone (list again) rather than a read of unrelated revisions.
+    let top = store
+        .consistent_revision()
+        .await
+        .map_err(|e| format!("reading the target's revision: {e}"))?;
+    store
+        .compact(top)
+        .await
+        .map_err(|e| format!("compacting the restore's history: {e}"))?;
     Ok(summary)
 }
 

@@ -207,7 +207,20 @@ async fn a_running_rocksdb_server_moves_to_etcd_and_back() {
             .await
             .unwrap();
         assert_eq!(rv_of(&got), kv.expect("restored under /registry").mod_revision.get());
-        // The restored server writes and finalizes as usual.
+        // The restore's own history is compacted: a watch or list from before it is 410.
+        let r = e
+            .as_token(
+                ADMIN,
+                "GET",
+                &format!(
+                    "{SAS}?resourceVersion={}&resourceVersionMatch=Exact",
+                    rv_of(&got) - 1
+                ),
+                None,
+            )
+            .await;
+        crate::common::assert_status(&r, 410, "Expired");
+        // The restored server writes as usual.
         admin(&e, "POST", SAS, Some(&json!({"metadata": {"name": "after-move"}}))).await;
 
         // And back: saved from etcd while a server runs on it, into a fresh data directory.
