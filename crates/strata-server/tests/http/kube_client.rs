@@ -15,7 +15,9 @@ use serde_json::json;
 /// A client for the server, as `kube::Config::new` would build it for a kubeconfig with
 /// `server: http://ADDR` and namespace `default`.
 fn client(s: &TestServer) -> Client {
-    let url = format!("http://{}", s.addr).parse().expect("cluster url");
+    let url = format!("http://{}", s.client_addr())
+        .parse()
+        .expect("cluster url");
     let mut config = Config::new(url);
     config.default_namespace = "default".to_string();
     config.read_timeout = Some(Duration::from_secs(30));

@@ -21,7 +21,9 @@ const NS: &str = "kw";
 /// A client for the server, as `kube::Config::new` would build it for a kubeconfig with
 /// `server: http://ADDR`.
 fn client(s: &TestServer) -> Client {
-    let url = format!("http://{}", s.addr).parse().expect("cluster url");
+    let url = format!("http://{}", s.client_addr())
+        .parse()
+        .expect("cluster url");
     let mut config = Config::new(url);
     config.default_namespace = NS.to_string();
     config.read_timeout = Some(Duration::from_secs(30));

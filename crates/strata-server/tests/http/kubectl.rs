@@ -62,7 +62,7 @@ impl Kubectl {
     /// Sets up the kubectl of this version for the server, or prints a skip notice and returns
     /// `None` when the binary is not installed.
     fn new(version: Version, server: &TestServer) -> Option<Kubectl> {
-        Self::new_for(version, &format!("http://{}", server.addr))
+        Self::new_for(version, &format!("http://{}", server.client_addr()))
     }
 
     fn new_for(version: Version, server: &str) -> Option<Kubectl> {

@@ -159,13 +159,18 @@ for name in ["default", "kube-public", "kube-system"]:
 ns = v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="py-ns")))
 assert ns.status.phase == "Active", ns.status
 assert v1.read_namespace("py-ns").metadata.uid == ns.metadata.uid
-v1.create_namespaced_service_account("py-ns", sa("inside"))
+# A finalizer on its content holds the namespace in Terminating until the script releases it
+# (else the namespace controller may finish before the create below is refused).
+held = sa("inside")
+held.metadata.finalizers = ["example.com/hold"]
+v1.create_namespaced_service_account("py-ns", held)
 # The generated client reads the answer (the Namespace) as a V1Status; it must decode.
 v1.delete_namespace("py-ns")
 left = v1.read_namespace("py-ns")
 assert left.status.phase == "Terminating", left.status
 assert left.metadata.deletion_timestamp is not None, left
 expect_status(lambda: v1.create_namespaced_service_account("py-ns", sa("late")), 403, "Forbidden")
+v1.patch_namespaced_service_account("inside", "py-ns", {"metadata": {"finalizers": None}})
 for _ in range(200):
     try:
         v1.read_namespace("py-ns")
@@ -348,7 +353,7 @@ fn run_script(text: &str) {
     std::fs::write(&script, text).expect("write the script");
     let mut cmd = Command::new("python3");
     cmd.arg(&script)
-        .arg(&s.addr)
+        .arg(s.client_addr())
         // DynamicClient caches discovery in $TMPDIR; keep it private to this run.
         .env("TMPDIR", tmp.path())
         .env("PYTHONDONTWRITEBYTECODE", "1");

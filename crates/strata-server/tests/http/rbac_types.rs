@@ -876,7 +876,7 @@ impl Kubectl {
              http://{}\ncontexts:\n- name: strata\n  context:\n    cluster: strata\n    \
              namespace: default\n    user: nobody\nusers:\n- name: nobody\n  user: {{}}\n\
              current-context: strata\n",
-            server.addr
+            server.client_addr()
         );
         std::fs::write(dir.path().join("kubeconfig"), config).expect("write kubeconfig");
         std::fs::create_dir_all(dir.path().join("home")).expect("home dir");

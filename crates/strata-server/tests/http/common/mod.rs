@@ -6,8 +6,9 @@
 //! `/usr/bin/etcd`) and two `strata serve` replicas over it. On etcd the harness's own requests
 //! that write (POST, PUT, PATCH, DELETE) go to replica A and the reads (GET, HEAD) and watch
 //! streams go to replica B, so every test also checks that the replicas agree. Real clients
-//! (kubectl, kube-rs, the Python client) take one URL, [`TestServer::addr`]: they read and
-//! write through replica B, while the harness's own writes still come from A.
+//! (kubectl, kube-rs, the Python client) take one URL: [`TestServer::client_addr`] is a small
+//! router in the test process that sends their GETs to B and everything else to A. Clients of
+//! a TLS server use its admin kubeconfig, which names replica B alone.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -56,6 +57,8 @@ pub struct TestServer {
     /// The etcd the replicas share, as long as this server holds it (shared with a server
     /// started again on the same data directory while this one is in scope).
     etcd: Option<Arc<TestEtcd>>,
+    /// The router in front of the two replicas, started by the first [`Self::client_addr`].
+    router: std::sync::OnceLock<Router>,
     _tmp: Option<tempfile::TempDir>,
     client: HttpClient,
 }
@@ -184,6 +187,108 @@ fn wait_healthy(url: &str) {
     }
 }
 
+/// An HTTP/1.1 router on 127.0.0.1 in front of two replicas, for clients that take one URL:
+/// GET and HEAD go to the read replica, every other method to the write replica. It runs on a
+/// thread of its own (the synchronous tests have no runtime) and stops when dropped.
+struct Router {
+    addr: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Headers that belong to one connection, not to the request or response the router passes on.
+const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+impl Router {
+    fn start(read: &str, write: &str) -> Router {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the router");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let addr = listener.local_addr().expect("router address").to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (read, write) = (format!("http://{read}"), format!("http://{write}"));
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the router's runtime");
+            runtime.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::from_std(listener).expect("the router's listener");
+                let upstream: Client<_, hyper::body::Incoming> =
+                    Client::builder(TokioExecutor::new()).build_http();
+                let bases = Arc::new((read, write));
+                let accept = async {
+                    loop {
+                        let Ok((tcp, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let (upstream, bases) = (upstream.clone(), bases.clone());
+                        let service = hyper::service::service_fn(move |req| {
+                            Router::forward(upstream.clone(), bases.clone(), req)
+                        });
+                        tokio::spawn(async move {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                                .await;
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        Router {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    async fn forward(
+        upstream: Client<hyper_util::client::legacy::connect::HttpConnector, hyper::body::Incoming>,
+        bases: Arc<(String, String)>,
+        req: Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        let (mut parts, body) = req.into_parts();
+        let base = match parts.method {
+            Method::GET | Method::HEAD => &bases.0,
+            _ => &bases.1,
+        };
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        parts.uri = format!("{base}{path}").parse().expect("upstream URI");
+        parts.headers.remove(hyper::header::HOST);
+        for name in HOP_BY_HOP {
+            parts.headers.remove(name);
+        }
+        let mut resp = upstream.request(Request::from_parts(parts, body)).await?;
+        for name in HOP_BY_HOP {
+            resp.headers_mut().remove(name);
+        }
+        Ok(resp)
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The data directory of the write replica (A) of a server on etcd whose read replica (B)
 /// has `data_dir`: inside it, since on etcd a data directory holds only the TLS material and
 /// the admin kubeconfig.
@@ -251,6 +356,7 @@ impl TestServer {
                 write_addr: addr.clone(),
                 addr,
                 etcd: None,
+                router: Default::default(),
                 _tmp: None,
                 client,
             };
@@ -266,6 +372,7 @@ impl TestServer {
             addr: addr.clone(),
             write_addr: addr,
             etcd: Some(etcd),
+            router: Default::default(),
             _tmp: None,
             client,
         };
@@ -277,6 +384,20 @@ impl TestServer {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// The address (`host:port`, plain HTTP) to give a real client (kubectl, kube-rs, the
+    /// Python client), which takes one URL. On RocksDB the server's; on etcd a router that
+    /// sends GET and HEAD to replica B and every other method to replica A, streaming bodies
+    /// both ways (watches included).
+    pub fn client_addr(&self) -> String {
+        if self.addr == self.write_addr {
+            return self.addr.clone();
+        }
+        self.router
+            .get_or_init(|| Router::start(&self.addr, &self.write_addr))
+            .addr
+            .clone()
     }
 
     /// The etcd this server's replicas share; `None` on RocksDB.
