@@ -161,8 +161,9 @@ flags:
   --authorization-mode RBAC|AlwaysAllow
                                     who decides requests (default RBAC)
   --insecure-http                   serve plain HTTP instead of TLS (local tests, benchmarks)
-  --tls-cert-file FILE              serving certificate chain (PEM); by default the server makes
-                                    a CA in DATA_DIR/pki and signs its own
+  --tls-cert-file FILE              serving certificate chain (PEM); by default the cluster's CA
+                                    (made once, kept in the store, copied to DATA_DIR/pki)
+                                    signs each replica's own
   --tls-private-key-file FILE       the serving certificate's private key (PEM)
   --token-auth-file FILE            static bearer tokens, one per line: token,user,uid,\"group1,group2\"
 ";

@@ -601,50 +601,60 @@ impl Store for EtcdStore {
                 req.start, req.prefix
             )));
         }
-        let at = self.check_read(req.revision)?;
+        let mut at = self.check_read(req.revision)?;
         let full_prefix = self.keys.full(&req.prefix);
-        let start = if req.start.is_empty() {
-            full_prefix.clone()
+        let end = prefix_end(full_prefix.as_bytes());
+        let mut cursor = if req.start.is_empty() {
+            full_prefix.clone().into_bytes()
         } else {
-            self.keys.full(&req.start)
+            self.keys.full(&req.start).into_bytes()
         };
-        let mut options = GetOptions::new()
-            .with_range(prefix_end(full_prefix.as_bytes()))
-            .with_revision(at);
-        if req.limit > 0 {
-            options = options.with_limit(req.limit as i64);
-        }
-        let resp = bounded(
-            "a range read",
-            retrying(|| async {
-                let mut client = self.client.clone();
-                client
-                    .get(start.clone(), Some(options.clone()))
-                    .await
-                    .map_err(|e| self.read_error(e, req.revision.unwrap_or_default()))
-            }),
-        )
-        .await?;
-        let header = self.header_revision(resp.header());
-        let mut hidden = 0u64;
-        let kvs: Vec<KeyValue> = resp
-            .kvs()
-            .iter()
-            .filter(|kv| {
-                let internal = self.keys.is_internal(kv.key());
-                hidden += internal as u64;
-                !internal
-            })
-            .map(|kv| self.keys.kv(kv))
-            // Strata's own keys sit beside the root's under the prefix.
-            .filter(|kv| kv.key.starts_with(&req.prefix))
-            .collect();
-        let remaining = (resp.count().max(0) as u64)
-            .saturating_sub(kvs.len() as u64)
-            .saturating_sub(hidden);
+        let mut kvs = Vec::new();
+        let mut read_at = req.revision;
+        // Keys the Store API does not show (the compaction key; Strata's own keys beside the
+        // root's) may take places in a page: read on until the page is full or the range ends.
+        let remaining = loop {
+            let mut options = GetOptions::new().with_range(end.clone()).with_revision(at);
+            if req.limit > 0 {
+                options = options.with_limit((req.limit - kvs.len()) as i64);
+            }
+            let resp = bounded(
+                "a range read",
+                retrying(|| async {
+                    let mut client = self.client.clone();
+                    client
+                        .get(cursor.clone(), Some(options.clone()))
+                        .await
+                        .map_err(|e| self.read_error(e, req.revision.unwrap_or_default()))
+                }),
+            )
+            .await?;
+            let header = self.header_revision(resp.header());
+            // Later pages read at the first one's revision.
+            let revision = *read_at.get_or_insert(header);
+            at = revision.0 as i64;
+            for kv in resp.kvs() {
+                if self.keys.is_internal(kv.key()) {
+                    continue;
+                }
+                let kv = self.keys.kv(kv);
+                if kv.key.starts_with(&req.prefix) {
+                    kvs.push(kv);
+                }
+            }
+            let fetched = resp.kvs().len() as u64;
+            let left = (resp.count().max(0) as u64).saturating_sub(fetched);
+            match resp.kvs().last() {
+                Some(last) if req.limit > 0 && kvs.len() < req.limit && left > 0 => {
+                    cursor = last.key().to_vec();
+                    cursor.push(0);
+                }
+                _ => break left,
+            }
+        };
         Ok(RangeResponse {
             kvs,
-            revision: req.revision.unwrap_or(header),
+            revision: read_at.unwrap_or_default(),
             remaining,
         })
     }
