@@ -10,10 +10,36 @@ use crate::{cargo, prereq, run_step, step, tidy, workspace_root, Result};
 const KUBECTL_PINNED: &str = "/usr/local/bin/kubectl-1.31";
 const KUBECTL_PINNED_VERSION: (&str, &str) = ("1", "31");
 
-/// Prerequisites, tidy, rustfmt, clippy, then every test in the workspace.
+/// The tests that start `/usr/bin/etcd` in the main run (a nextest filter): the etcd engine's
+/// own, and the HTTP tests about etcd, replicas and moving data between engines.
+const NEEDS_ETCD: &str = "package(strata-store-etcd) | (binary(http) & (test(/^etcd/) | \
+                          test(/^snapshot::/) | test(/^shared_pki::/)))";
+
+/// The second pass of the HTTP integration tests: every test against two replicas over a
+/// throwaway etcd (see `crates/strata-server/tests/http/common`).
+const ETCD_PASS: &str = "binary(http)";
+
+/// Whether this is CI (`CI=true`, as `.ci/run` is run), where nothing may be skipped.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Prerequisites, tidy, rustfmt, clippy, then every test in the workspace, then the HTTP
+/// integration tests again on etcd. Without etcd (and outside CI) the tests that need it are
+/// left out, and listed at the end with how to install etcd.
 pub fn test() -> Result<()> {
     prereq::ensure()?;
-    prereq::ensure_test_tools()?;
+    let etcd = match prereq::ensure_test_tools() {
+        Ok(()) => true,
+        Err(e) if in_ci() => return Err(e),
+        Err(e) => {
+            eprintln!(
+                "warning: {e}
+The tests that need etcd will not run (see the end)."
+            );
+            false
+        }
+    };
     tidy::tidy()?;
     run_step(cargo(["fmt", "--all", "--", "--check"]))?;
     run_step(cargo([
@@ -26,12 +52,41 @@ pub fn test() -> Result<()> {
     ]))?;
     install_clients();
     if has_nextest() {
-        run_step(cargo(["nextest", "run", "--workspace", "--no-tests=warn"]))?;
+        let mut main = cargo(["nextest", "run", "--workspace", "--no-tests=warn"]);
+        if !etcd {
+            main.args(["-E", &format!("not ({NEEDS_ETCD})")]);
+        }
+        run_step(main)?;
+        if etcd {
+            eprintln!("\n(the HTTP integration tests again, on two replicas over etcd)");
+            let mut on_etcd = cargo(["nextest", "run", "--workspace", "-E", ETCD_PASS]);
+            on_etcd.env("STRATA_TEST_STORAGE", "etcd");
+            run_step(on_etcd)?;
+        }
         // nextest does not run doctests.
         run_step(cargo(["test", "--workspace", "--doc"]))?;
     } else {
         eprintln!("(cargo-nextest not installed; using cargo test)");
         run_step(cargo(["test", "--workspace"]))?;
+        if etcd {
+            eprintln!("\n(the HTTP integration tests again, on two replicas over etcd)");
+            let mut on_etcd = cargo(["test", "--workspace", "--test", "http"]);
+            on_etcd.env("STRATA_TEST_STORAGE", "etcd");
+            run_step(on_etcd)?;
+        }
+    }
+    if !etcd {
+        eprintln!(
+            "\nwarning: {} is missing, so these tests did NOT run:\n  \
+             - the tests that start etcd (nextest filter: {NEEDS_ETCD})\n  \
+             - the HTTP integration tests on etcd (STRATA_TEST_STORAGE=etcd cargo nextest run \
+             --workspace -E '{ETCD_PASS}')\n\
+             Install etcd with `apt-get install -y etcd-server` (Debian/Ubuntu), then run \
+             `cargo xtask test` again. In CI (CI=true) a missing etcd is an error.",
+            prereq::ETCD
+        );
+        eprintln!("\nall other checks passed");
+        return Ok(());
     }
     eprintln!("\nall checks passed");
     Ok(())
