@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{assert_status, Http, WatchOptions, WatchStream};
+use crate::common::{assert_status, storage, Http, Storage, WatchOptions, WatchStream};
 use serde_json::{json, Value};
 use strata_object::builtin::{closure, schema_catalog};
 use strata_object::resource::{NameRule, Scope};
@@ -81,10 +81,22 @@ fn lists_group(discovery: &Value, group: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_type_registered_while_serving_is_served_then_removed() {
     let dir = tempfile::tempdir().unwrap();
+    // On etcd (STRATA_TEST_STORAGE=etcd) the in-process server is one replica over a
+    // throwaway etcd: registered types live in each replica's registry, not in the store.
+    let etcd = (storage() == Storage::Etcd)
+        .then(|| strata_store_etcd::testing::TestEtcd::start().expect("start /usr/bin/etcd"));
+    if let Some(etcd) = &etcd {
+        etcd.store("").await;
+    }
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().to_path_buf(),
-        backend: Backend::RocksDb,
+        backend: if etcd.is_some() {
+            Backend::Etcd
+        } else {
+            Backend::RocksDb
+        },
+        etcd_servers: etcd.iter().map(|e| e.url.clone()).collect(),
         insecure_http: true,
         anonymous_auth: true,
         authorization_mode: AuthorizationMode::AlwaysAllow,
