@@ -111,8 +111,16 @@ pub fn strata_bin() -> PathBuf {
 }
 
 fn spawn(data_dir: &Path, extra: &[&str], tls: bool) -> (Child, String) {
+    let mut child = start_process(data_dir, extra, tls);
+    let addr = listening_addr(&mut child, tls);
+    (child, addr)
+}
+
+/// Starts `strata serve` on `data_dir` with the defaults and `extra`, its stdout piped for
+/// [`listening_addr`].
+fn start_process(data_dir: &Path, extra: &[&str], tls: bool) -> Child {
     let defaults: &[&str] = if tls { &[] } else { &PLAIN };
-    let mut child = Command::new(strata_bin())
+    Command::new(strata_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
         .args(defaults)
@@ -121,20 +129,22 @@ fn spawn(data_dir: &Path, extra: &[&str], tls: bool) -> (Child, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("start strata");
+        .expect("start strata")
+}
+
+/// Waits for the first line a started server prints and returns the `host:port` it names.
+fn listening_addr(child: &mut Child, tls: bool) -> String {
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
         .expect("read the listening line");
     let scheme = if tls { "https://" } else { "http://" };
-    let addr = line
-        .trim()
+    line.trim()
         .strip_prefix("strata: listening on ")
         .and_then(|url| url.strip_prefix(scheme))
         .unwrap_or_else(|| panic!("unexpected first line from strata: {line:?}"))
-        .to_string();
-    (child, addr)
+        .to_string()
 }
 
 /// The etcds of the servers that run in this process, by data directory: a server started again
@@ -339,9 +349,10 @@ impl TestServer {
     }
 
     /// On RocksDB, or when `extra` names a `--storage-backend`, one process on `data_dir`. On
-    /// etcd the etcd of `data_dir` (started unless a server on it is still in scope), replica B
-    /// on `data_dir` (the caller finds its admin kubeconfig there, naming B), then replica A on
-    /// a directory inside it. The replicas share the CA and admin token through the store.
+    /// etcd the etcd of `data_dir` (started unless a server on it is still in scope), and at once
+    /// replica B on `data_dir` (the caller finds its admin kubeconfig there, naming B) and
+    /// replica A on a directory inside it. The replicas share the CA and admin token through
+    /// the store.
     fn spawned(data_dir: &Path, extra: &[&str], tls: bool) -> TestServer {
         let client = Client::builder(TokioExecutor::new()).build_http();
         // A test that names its backend (etcd of its own, memory, or RocksDB for a test about
@@ -365,20 +376,24 @@ impl TestServer {
         let url = etcd.url.clone();
         let mut flags = vec!["--storage-backend", "etcd", "--etcd-servers", &url];
         flags.extend_from_slice(extra);
-        let (b, addr) = spawn(data_dir, &flags, tls);
-        // From here on, the drop of `server` kills B (and releases etcd) if A fails to start.
+        // Both replicas start at once, as the replicas of one cluster may: their bootstrap (the
+        // namespaces, default roles, CA, admin token and keys) races through etcd. The drop of
+        // `server` kills both if either fails to start.
         let mut server = TestServer {
-            children: vec![b],
-            addr: addr.clone(),
-            write_addr: addr,
+            children: Vec::new(),
+            addr: String::new(),
+            write_addr: String::new(),
             etcd: Some(etcd),
             router: Default::default(),
             _tmp: None,
             client,
         };
-        let (a, write_addr) = spawn(&write_replica_dir(data_dir), &flags, tls);
-        server.children.push(a);
-        server.write_addr = write_addr;
+        server.children.push(start_process(data_dir, &flags, tls));
+        server
+            .children
+            .push(start_process(&write_replica_dir(data_dir), &flags, tls));
+        server.addr = listening_addr(&mut server.children[0], tls);
+        server.write_addr = listening_addr(&mut server.children[1], tls);
         server
     }
 
