@@ -10,14 +10,23 @@ use crate::{cargo, prereq, run_step, step, tidy, workspace_root, Result};
 const KUBECTL_PINNED: &str = "/usr/local/bin/kubectl-1.31";
 const KUBECTL_PINNED_VERSION: (&str, &str) = ("1", "31");
 
-/// The tests that start `/usr/bin/etcd` in the main run (a nextest filter): the etcd engine's
-/// own, and the HTTP tests about etcd, replicas and moving data between engines.
-const NEEDS_ETCD: &str = "package(strata-store-etcd) | (binary(http) & (test(/^etcd/) | \
-                          test(/^snapshot::/) | test(/^shared_pki::/)))";
+/// The HTTP tests that choose their backend themselves (an etcd or cluster of their own,
+/// RocksDB and etcd for moving data, memory): a nextest filter. They start etcd in the main run
+/// and would only repeat themselves in the etcd pass.
+const OWN_BACKEND: &str =
+    "binary(http) & (test(/^etcd/) | test(/^snapshot::/) | test(/^shared_pki::/))";
 
-/// The second pass of the HTTP integration tests: every test against two replicas over a
-/// throwaway etcd (see `crates/strata-server/tests/http/common`).
-const ETCD_PASS: &str = "binary(http)";
+/// The tests that start `/usr/bin/etcd` in the main run: the etcd engine's own and
+/// [`OWN_BACKEND`].
+fn needs_etcd() -> String {
+    format!("package(strata-store-etcd) | ({OWN_BACKEND})")
+}
+
+/// The second pass: every other HTTP integration test, against two replicas over a throwaway
+/// etcd (`STRATA_TEST_STORAGE=etcd`; see `crates/strata-server/tests/http/common`).
+fn etcd_pass() -> String {
+    format!("binary(http) & not ({OWN_BACKEND})")
+}
 
 /// Whether this is CI (`CI=true`, as `.ci/run` is run), where nothing may be skipped.
 fn in_ci() -> bool {
@@ -33,10 +42,7 @@ pub fn test() -> Result<()> {
         Ok(()) => true,
         Err(e) if in_ci() => return Err(e),
         Err(e) => {
-            eprintln!(
-                "warning: {e}
-The tests that need etcd will not run (see the end)."
-            );
+            eprintln!("warning: {e}\nThe tests that need etcd will not run (see the end).");
             false
         }
     };
@@ -54,12 +60,12 @@ The tests that need etcd will not run (see the end)."
     if has_nextest() {
         let mut main = cargo(["nextest", "run", "--workspace", "--no-tests=warn"]);
         if !etcd {
-            main.args(["-E", &format!("not ({NEEDS_ETCD})")]);
+            main.args(["-E", &format!("not ({})", needs_etcd())]);
         }
         run_step(main)?;
         if etcd {
             eprintln!("\n(the HTTP integration tests again, on two replicas over etcd)");
-            let mut on_etcd = cargo(["nextest", "run", "--workspace", "-E", ETCD_PASS]);
+            let mut on_etcd = cargo(["nextest", "run", "--workspace", "-E", &etcd_pass()]);
             on_etcd.env("STRATA_TEST_STORAGE", "etcd");
             run_step(on_etcd)?;
         }
@@ -78,12 +84,14 @@ The tests that need etcd will not run (see the end)."
     if !etcd {
         eprintln!(
             "\nwarning: {} is missing, so these tests did NOT run:\n  \
-             - the tests that start etcd (nextest filter: {NEEDS_ETCD})\n  \
+             - the tests that start etcd (nextest filter: {})\n  \
              - the HTTP integration tests on etcd (STRATA_TEST_STORAGE=etcd cargo nextest run \
-             --workspace -E '{ETCD_PASS}')\n\
+             --workspace -E '{}')\n\
              Install etcd with `apt-get install -y etcd-server` (Debian/Ubuntu), then run \
              `cargo xtask test` again. In CI (CI=true) a missing etcd is an error.",
-            prereq::ETCD
+            prereq::ETCD,
+            needs_etcd(),
+            etcd_pass()
         );
         eprintln!("\nall other checks passed");
         return Ok(());
