@@ -5,6 +5,7 @@
 //! gets a fresh etcd (a single member with its data in the scratch directory, on the same disk
 //! as RocksDB's) and a fresh server.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -109,6 +110,8 @@ struct Row {
     errors: u64,
     error_sample: String,
     cpu: Cpu,
+    /// etcd's gRPC calls per counted request, by method (empty without etcd).
+    calls: String,
 }
 
 /// Everything one run measured.
@@ -161,11 +164,11 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration, plan: Plan) -
         } else {
             (ROCKS_CREATE, ROCKS_GET)
         };
-        let etcd_pid = etcd.as_ref().map(|e| e.child.child.id());
+        let etcd_ref = etcd.as_ref();
         rows.push(
             http_row(
                 &strata,
-                etcd_pid,
+                etcd_ref,
                 create,
                 Workload::CreateServiceAccount,
                 measure,
@@ -193,7 +196,7 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration, plan: Plan) -
                 path: "/api/v1/namespaces/default/serviceaccounts/bench-get".into(),
             },
         );
-        rows.push(http_row(&strata, etcd_pid, get.0, get.1, measure).await?);
+        rows.push(http_row(&strata, etcd_ref, get.0, get.1, measure).await?);
         strata.ensure_running()?;
     }
     let mut fan_out = Vec::new();
@@ -280,11 +283,16 @@ async fn etcd_writes(
     ]);
     let shown = crate::show(&command);
     let probe = CpuProbe::start(Some(etcd.child.child.id()), None)?;
+    let calls_at_warm_end = calls_after(etcd.member.client_addr(), WARMUP);
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .map_err(|e| format!("{shown}: {e}"))?
         .map_err(|e| format!("could not run {shown}: {e}"))?;
     let cpu = probe.finish()?;
+    let calls_at_end = etcd_calls(etcd.member.client_addr()).await?;
+    let calls_at_warm_end = calls_at_warm_end
+        .await
+        .map_err(|e| format!("reading etcd's metrics: {e}"))??;
     if !output.status.success() {
         return Err(format!(
             "`{shown}` failed ({}): {}",
@@ -297,6 +305,7 @@ async fn etcd_writes(
     let report: serde_json::Value = serde_json::from_str(line.trim())
         .map_err(|e| format!("`{shown}` printed {line:?}, not one JSON object: {e}"))?;
     let micros = |field: &str| report[field].as_u64().map(Duration::from_micros);
+    let writes = report["writes"].as_u64().unwrap_or(0);
     let row = Row {
         label,
         per_second: report["writes_per_second"].as_f64().unwrap_or(0.0),
@@ -308,6 +317,7 @@ async fn etcd_writes(
             .unwrap_or_default()
             .to_string(),
         cpu,
+        calls: per_request(&calls_at_warm_end, &calls_at_end, writes),
     };
     eprintln!(
         "{:.0} writes/s, {} error(s); etcd {} cores",
@@ -321,7 +331,7 @@ async fn etcd_writes(
 /// One HTTP scenario at [`CLIENTS`] clients against `strata`.
 async fn http_row(
     strata: &Strata,
-    etcd: Option<u32>,
+    etcd: Option<&Etcd>,
     label: &'static str,
     workload: Workload,
     measure: Duration,
@@ -343,9 +353,20 @@ async fn http_row(
         measure,
         access: load::Access::default(),
     };
-    let probe = CpuProbe::start(etcd, Some(strata.pid()))?;
+    let probe = CpuProbe::start(etcd.map(|e| e.child.child.id()), Some(strata.pid()))?;
+    let calls_at_warm_end = etcd.map(|e| calls_after(e.member.client_addr(), WARMUP));
     let outcome = load::run(&scenario).await;
     let cpu = probe.finish()?;
+    let calls = match (etcd, calls_at_warm_end) {
+        (Some(etcd), Some(at_warm_end)) => {
+            let at_end = etcd_calls(etcd.member.client_addr()).await?;
+            let at_warm_end = at_warm_end
+                .await
+                .map_err(|e| format!("reading etcd's metrics: {e}"))??;
+            per_request(&at_warm_end, &at_end, outcome.ok)
+        }
+        _ => String::new(),
+    };
     let (errors, error_sample) = outcome
         .errors
         .iter()
@@ -366,7 +387,91 @@ async fn http_row(
         errors,
         error_sample,
         cpu,
+        calls,
     })
+}
+
+/// Unary gRPC calls etcd has started so far, by method, from its `/metrics`.
+async fn etcd_calls(addr: SocketAddr) -> Result<BTreeMap<String, f64>> {
+    let (status, body) = load::request_once(addr, Method::GET, "/metrics", None).await?;
+    if status != StatusCode::OK {
+        return Err(format!("etcd's /metrics answered {status}").into());
+    }
+    Ok(parse_calls(&String::from_utf8_lossy(&body)))
+}
+
+/// [`etcd_calls`] after `delay`, in a task of its own: the counters at the end of a warm-up.
+fn calls_after(
+    addr: SocketAddr,
+    delay: Duration,
+) -> tokio::task::JoinHandle<Result<BTreeMap<String, f64>>> {
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        etcd_calls(addr).await
+    })
+}
+
+/// etcd's calls so far from its `/metrics` (Prometheus' text format): for each unary method its
+/// `grpc_server_started_total`, and for each stream method the messages clients sent on it
+/// (`grpc_server_msg_received_total`, e.g. watch creations and progress requests), under
+/// `<method> msgs`.
+fn parse_calls(metrics: &str) -> BTreeMap<String, f64> {
+    let mut calls = BTreeMap::new();
+    for line in metrics.lines() {
+        let (unary, rest) = if let Some(rest) = line.strip_prefix("grpc_server_started_total{") {
+            (true, rest)
+        } else if let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{") {
+            (false, rest)
+        } else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once('}') else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+        };
+        let (Some(method), Some(kind), Ok(value)) = (
+            label("grpc_method"),
+            label("grpc_type"),
+            value.trim().parse::<f64>(),
+        ) else {
+            continue;
+        };
+        let name = match (unary, kind == "unary") {
+            (true, true) => method.to_string(),
+            (false, false) => format!("{method} msgs"),
+            // Unary messages repeat the calls; started streams say little.
+            _ => continue,
+        };
+        *calls.entry(name).or_insert(0.0) += value;
+    }
+    calls
+}
+
+/// The calls made between two readings, per request: `Range 1.00, Txn 1.00`, leaving out
+/// methods called less than once per 200 requests.
+fn per_request(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+    requests: u64,
+) -> String {
+    if requests == 0 {
+        return String::new();
+    }
+    after
+        .iter()
+        .map(|(method, n)| {
+            let made = n - before.get(method).copied().unwrap_or(0.0);
+            (method, made / requests as f64)
+        })
+        .filter(|(_, per)| *per >= 0.005)
+        .map(|(method, per)| format!("{method} {per:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn rate(results: &Results, label: &str) -> Option<f64> {
@@ -394,8 +499,9 @@ fn compared(results: &Results, row: &Row) -> String {
 /// The throughput table.
 pub fn table(results: &Results) -> String {
     let mut out = String::from(
-        "| measurement | clients | requests/s | p50 | p99 | errors | compared | etcd CPU \
-         | Strata CPU | rest of machine |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| measurement | clients | requests/s | p50 | p99 | errors | compared | etcd calls per \
+         request | etcd CPU | Strata CPU | rest of machine |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
     );
     for row in &results.rows {
         let strata = if row.label.starts_with("Strata") {
@@ -410,13 +516,18 @@ pub fn table(results: &Results) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {CLIENTS} | {:.0} | {} | {} | {} | {} | {etcd} | {strata} | {} |",
+            "| {} | {CLIENTS} | {:.0} | {} | {} | {} | {} | {} | {etcd} | {strata} | {} |",
             row.label,
             row.per_second,
             latency(row.p50),
             latency(row.p99),
             row.errors,
             compared(results, row),
+            if row.calls.is_empty() {
+                "–"
+            } else {
+                &row.calls
+            },
             row.cpu.cores(row.cpu.rest),
         );
     }
@@ -527,8 +638,11 @@ pub fn section(header: &str, results: &Results, measure: Duration, plan: Plan) -
          clients creating ServiceAccounts, then getting one. Each row measures {} s after \
          {} s of warm-up; only requests that start after the warm-up and end within the window \
          count. CPU columns are busy cores over the row (warm-up included): etcd's, the \
-         server's, and the rest of the machine (the load generator, and anything else). etcd, \
-         Strata and the load generator share the machine's cores.\n\n",
+         server's, and the rest of the machine (the load generator, and anything else). etcd \
+         calls per request are the gRPC calls etcd started in the measured window (its \
+         `grpc_server_started_total`; for the watch stream, the messages clients sent on it, \
+         `Watch msgs`) over the requests counted. etcd, Strata and the load \
+         generator share the machine's cores.\n\n",
         measure.as_secs(),
         WARMUP.as_secs(),
     );
@@ -581,6 +695,11 @@ mod tests {
                 rest: Duration::from_secs(2),
                 wall: Duration::from_secs(2),
             },
+            calls: if label.contains("RocksDB") {
+                String::new()
+            } else {
+                "Txn 1.00".into()
+            },
         }
     }
 
@@ -597,6 +716,31 @@ mod tests {
             fan_out: Vec::new(),
             etcd_version: "etcd Version: 3.4.23".into(),
         }
+    }
+
+    #[test]
+    fn etcd_calls_per_request() {
+        let metrics = "# HELP grpc_server_started_total Total number of RPCs started.\n\
+            grpc_server_started_total{grpc_method=\"Range\",grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"} 10\n\
+            grpc_server_started_total{grpc_method=\"Txn\",grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"} 4\n\
+            grpc_server_started_total{grpc_method=\"Watch\",grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"} 2\n\
+            grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"Range\",grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"} 10\n\
+            grpc_server_msg_received_total{grpc_method=\"Range\",grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"} 10\n\
+            grpc_server_msg_received_total{grpc_method=\"Watch\",grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"} 7\n";
+        let before = parse_calls(metrics);
+        assert_eq!(before.len(), 3, "{before:?}");
+        assert_eq!(before["Range"], 10.0);
+        assert_eq!(before["Watch msgs"], 7.0);
+        let mut after = before.clone();
+        *after.get_mut("Range").unwrap() += 1000.0;
+        *after.get_mut("Txn").unwrap() += 2.0;
+        after.insert("Put".into(), 500.0);
+        *after.get_mut("Watch msgs").unwrap() += 20.0;
+        assert_eq!(
+            per_request(&before, &after, 1000),
+            "Put 0.50, Range 1.00, Watch msgs 0.02"
+        );
+        assert_eq!(per_request(&before, &after, 0), "");
     }
 
     #[test]
@@ -637,7 +781,8 @@ mod tests {
         assert!(line(ETCD_GET).contains("| 95% of RocksDB get |"));
         assert!(line(ROCKS_GET).contains("| – |"));
         // Busy cores: 1 s of etcd, 3 s of Strata, 2 s of the rest over 2 s.
-        assert!(line(ETCD_CREATE).ends_with("| 0.50 | 1.50 | 1.00 |"));
+        assert!(line(ETCD_CREATE).ends_with("| Txn 1.00 | 0.50 | 1.50 | 1.00 |"));
+        assert!(line(ROCKS_GET).contains("| – | – | – | 1.50 | 1.00 |"));
         assert!(line(PUT).ends_with("| 0.50 | – | 1.00 |"));
         assert!(line(ROCKS_CREATE).ends_with("| – | 1.50 | 1.00 |"));
         let problems = problems(&r);
