@@ -2,6 +2,7 @@
 //! format a request body is in.
 
 use strata_codec::media::{parse_accept, MediaType};
+use strata_object::printer::PrinterColumn;
 use strata_object::Status;
 
 use crate::table::TableTarget;
@@ -47,31 +48,38 @@ pub struct Formats {
 
 /// What an endpoint can answer in besides JSON, YAML and CBOR (when enabled).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Offer {
-    /// `as=Table` (the endpoint lists or gets a type with the default Table conversion).
+pub struct Offer<'a> {
+    /// `as=Table` (the endpoint lists or gets a type with the Table conversion).
     pub table: bool,
     /// Protobuf: the type has a protobuf form (custom resources have none).
     pub protobuf: bool,
+    /// The type's printer columns, for its Tables (empty: the default columns).
+    pub columns: &'a [PrinterColumn],
 }
 
-impl Offer {
+impl Offer<'static> {
     /// A single object or a list of a kind with a protobuf form, no Tables.
-    pub const PLAIN: Offer = Offer {
+    pub const PLAIN: Offer<'static> = Offer {
         table: false,
         protobuf: true,
+        columns: &[],
     };
-    /// Protobuf and Tables.
-    pub const TABLE: Offer = Offer {
+    /// Protobuf and Tables (with the default columns).
+    pub const TABLE: Offer<'static> = Offer {
         table: true,
         protobuf: true,
+        columns: &[],
     };
+}
 
-    /// What answers about objects of `info` may be: Tables where `table` and the type has
-    /// the conversion, protobuf where the type has a form.
-    pub fn for_type(info: &strata_object::ResourceType, table: bool) -> Offer {
+impl Offer<'_> {
+    /// What answers about objects of `info` may be: Tables (of its columns) where `table` and
+    /// the type has the conversion, protobuf where the type has a form.
+    pub fn for_type(info: &strata_object::ResourceType, table: bool) -> Offer<'_> {
         Offer {
             table: table && info.supports_table,
             protobuf: info.protobuf,
+            columns: &info.printer_columns,
         }
     }
 }
@@ -140,6 +148,7 @@ impl Formats {
                         return Ok(Output::Table(TableTarget {
                             group: g.into(),
                             version: v.into(),
+                            columns: offer.columns.to_vec(),
                         }));
                     }
                 }
@@ -243,6 +252,7 @@ mod tests {
         let custom = Offer {
             table: true,
             protobuf: false,
+            columns: &[],
         };
         let refused = PLAIN
             .output("application/vnd.kubernetes.protobuf", custom)

@@ -86,7 +86,7 @@ impl WatchBody {
                         );
                         let include = self.include;
                         // Empty (never a valid row) marks an object that cannot be read back.
-                        obj.encoded(&name, |c| {
+                        let render = |c: &strata_registry::CachedObject| {
                             let Ok(o) = cache::to_object(c) else {
                                 return Bytes::new();
                             };
@@ -94,7 +94,14 @@ impl WatchBody {
                             meta.insert("resourceVersion".into(), o.resource_version().into());
                             let t = table::table(&[o], meta, include, target, columns);
                             Bytes::from(strata_codec::json::compact(&t))
-                        })
+                        };
+                        // A row with an age is rendered for each watcher: a kept one would
+                        // show later watchers the age it had when first rendered.
+                        if target.depends_on_time() {
+                            render(&obj)
+                        } else {
+                            obj.encoded(&name, render)
+                        }
                     }
                 };
                 if bytes.is_empty() {

@@ -2,12 +2,14 @@
 //! (rbac.authorization.k8s.io/v1).
 //!
 //! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json` and
-//! `schemas/rbac-v1.json`.
+//! `schemas/rbac-v1.json`, and their printer columns are Kubernetes' (Role and ClusterRole have
+//! none: Kubernetes gives them the default Table too).
 //! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
 //! registry's strategies, not here.
 
 use serde_json::{Map, Value};
 
+use crate::printer::{Cell, ColumnType, JsonPath, PrinterColumn, SubjectKind};
 use crate::resource::{
     GroupVersionKind, NameRule, ResourceType, Scope, SubResource, SubResourceBehaviour, Verb,
 };
@@ -101,6 +103,7 @@ fn built_in(
         subresources: Vec::new(),
         name_rule: NameRule::Dns1123Subdomain,
         supports_table: true,
+        printer_columns: Vec::new(),
         supports_strategic_merge: true,
         protobuf: true,
         schema_name,
@@ -126,6 +129,17 @@ pub fn service_account() -> ResourceType {
         verbs: vec![Verb::Create],
         behaviour: SubResourceBehaviour::TokenRequest,
     }];
+    let secrets = field_doc(&t, "io.k8s.api.core.v1.ServiceAccount", "secrets");
+    t.printer_columns = vec![
+        name_column(&t),
+        PrinterColumn::new(
+            "Secrets",
+            ColumnType::String,
+            &secrets,
+            Cell::Count(vec![path(".secrets")]),
+        ),
+        age_column(&t),
+    ];
     t
 }
 
@@ -134,6 +148,17 @@ pub fn config_map() -> ResourceType {
     let mut t = core_v1("ConfigMap", "configmaps", "configmap", Scope::Namespaced);
     t.short_names = vec!["cm".into()];
     t.verbs = Verb::ALL.to_vec();
+    let data = field_doc(&t, "io.k8s.api.core.v1.ConfigMap", "data");
+    t.printer_columns = vec![
+        name_column(&t),
+        PrinterColumn::new(
+            "Data",
+            ColumnType::String,
+            &data,
+            Cell::Count(vec![path(".data"), path(".binaryData")]),
+        ),
+        age_column(&t),
+    ];
     t
 }
 
@@ -164,6 +189,16 @@ pub fn namespace() -> ResourceType {
             behaviour: SubResourceBehaviour::Part,
         },
     ];
+    t.printer_columns = vec![
+        name_column(&t),
+        PrinterColumn::new(
+            "Status",
+            ColumnType::String,
+            "The status of the namespace",
+            Cell::Path(path(".status.phase")),
+        ),
+        age_column(&t),
+    ];
     t
 }
 
@@ -181,34 +216,103 @@ fn rbac_v1(kind: &str, resource: &str, singular: &str, scope: Scope) -> Resource
     t
 }
 
-/// `roles` (rbac.authorization.k8s.io/v1 Role, namespaced).
+/// Kubernetes' columns for a binding kind: name, role, age, and (wide) its subjects.
+/// `noun` is how the descriptions name the kind (`roleBinding`).
+fn binding_columns(t: &ResourceType, noun: &str) -> Vec<PrinterColumn> {
+    let role = field_doc(t, &format!("io.k8s.api.rbac.v1.{}", t.kind), "roleRef");
+    let subjects = |name: &str, kind: SubjectKind| {
+        PrinterColumn::new(
+            name,
+            ColumnType::String,
+            &format!("{name} in the {noun}"),
+            Cell::Subjects(kind),
+        )
+        .with_priority(1)
+    };
+    vec![
+        name_column(t),
+        PrinterColumn::new("Role", ColumnType::String, &role, Cell::RoleRef),
+        age_column(t),
+        subjects("Users", SubjectKind::User),
+        subjects("Groups", SubjectKind::Group),
+        subjects("ServiceAccounts", SubjectKind::ServiceAccount),
+    ]
+}
+
+/// A compiled-in path (checked by the unit tests below).
+fn path(text: &str) -> JsonPath {
+    JsonPath::parse(text).unwrap_or_else(|e| panic!("built-in printer column path {text}: {e}"))
+}
+
+/// The description of `field` of the component schema `component`, as the type's OpenAPI
+/// shows it (Kubernetes takes these column descriptions from its API documentation).
+fn field_doc(t: &ResourceType, component: &str, field: &str) -> String {
+    t.definitions
+        .get(component)
+        .and_then(|c| c.get("properties"))
+        .and_then(|p| p.get(field))
+        .and_then(|f| f.get("description"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// The `Name` column every kind's Table starts with.
+fn name_column(t: &ResourceType) -> PrinterColumn {
+    PrinterColumn::new(
+        "Name",
+        ColumnType::String,
+        &field_doc(t, OBJECT_META, "name"),
+        Cell::Path(path(".metadata.name")),
+    )
+    .with_format("name")
+}
+
+/// The `Age` column: the time since creation, as Kubernetes writes durations.
+fn age_column(t: &ResourceType) -> PrinterColumn {
+    PrinterColumn::new(
+        "Age",
+        ColumnType::String,
+        &field_doc(t, OBJECT_META, "creationTimestamp"),
+        Cell::Age,
+    )
+}
+
+/// `roles` (rbac.authorization.k8s.io/v1 Role, namespaced). Its Tables are the default
+/// (`Name`, `Created At`), as Kubernetes' are.
 pub fn role() -> ResourceType {
     rbac_v1("Role", "roles", "role", Scope::Namespaced)
 }
 
-/// `clusterroles` (rbac.authorization.k8s.io/v1 ClusterRole, cluster-scoped).
+/// `clusterroles` (rbac.authorization.k8s.io/v1 ClusterRole, cluster-scoped); default Tables.
 pub fn cluster_role() -> ResourceType {
     rbac_v1("ClusterRole", "clusterroles", "clusterrole", Scope::Cluster)
 }
 
 /// `rolebindings` (rbac.authorization.k8s.io/v1 RoleBinding, namespaced).
 pub fn role_binding() -> ResourceType {
-    rbac_v1(
+    let mut t = rbac_v1(
         "RoleBinding",
         "rolebindings",
         "rolebinding",
         Scope::Namespaced,
-    )
+    );
+    t.printer_columns = binding_columns(&t, "roleBinding");
+    t
 }
 
 /// `clusterrolebindings` (rbac.authorization.k8s.io/v1 ClusterRoleBinding, cluster-scoped).
 pub fn cluster_role_binding() -> ResourceType {
-    rbac_v1(
+    let mut t = rbac_v1(
         "ClusterRoleBinding",
         "clusterrolebindings",
         "clusterrolebinding",
         Scope::Cluster,
-    )
+    );
+    t.printer_columns = binding_columns(&t, "clusterRoleBinding");
+    t
 }
 
 /// A type that is only ever POSTed and answered, never stored (the access reviews): it is
@@ -228,6 +332,7 @@ fn virtual_type(group: &str, kind: &str, resource: &str, scope: Scope) -> Resour
         subresources: Vec::new(),
         name_rule: NameRule::PathSegment,
         supports_table: false,
+        printer_columns: Vec::new(),
         supports_strategic_merge: false,
         protobuf: true,
         schema_name: String::new(),
@@ -297,6 +402,50 @@ mod tests {
             for part in text.split("#/components/schemas/").skip(1) {
                 let name = part.split('"').next().unwrap();
                 assert!(t.definitions.contains_key(name), "{} misses {name}", t.kind);
+            }
+        }
+    }
+
+    #[test]
+    fn printer_columns_match_kubernetes() {
+        let names = |t: &ResourceType| -> Vec<(String, &'static str, i32)> {
+            t.printer_columns
+                .iter()
+                .map(|c| (c.name.clone(), c.column_type.as_str(), c.priority))
+                .collect()
+        };
+        let s = |n: &str, p: i32| (n.to_string(), "string", p);
+        assert_eq!(
+            names(&service_account()),
+            [s("Name", 0), s("Secrets", 0), s("Age", 0)]
+        );
+        assert_eq!(
+            names(&namespace()),
+            [s("Name", 0), s("Status", 0), s("Age", 0)]
+        );
+        assert_eq!(
+            names(&config_map()),
+            [s("Name", 0), s("Data", 0), s("Age", 0)]
+        );
+        for t in [role_binding(), cluster_role_binding()] {
+            assert_eq!(
+                names(&t),
+                [
+                    s("Name", 0),
+                    s("Role", 0),
+                    s("Age", 0),
+                    s("Users", 1),
+                    s("Groups", 1),
+                    s("ServiceAccounts", 1)
+                ]
+            );
+        }
+        assert!(role().printer_columns.is_empty());
+        assert!(cluster_role().printer_columns.is_empty());
+        for t in all() {
+            for c in &t.printer_columns {
+                assert!(!c.description.is_empty(), "{} {}", t.kind, c.name);
+                assert_eq!(c.format == "name", c.name == "Name");
             }
         }
     }

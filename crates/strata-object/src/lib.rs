@@ -9,6 +9,7 @@ pub mod field;
 pub mod go;
 pub mod names;
 mod object;
+pub mod printer;
 pub mod resource;
 pub mod schema;
 pub mod selector;

@@ -133,6 +133,9 @@ pub struct ResourceType {
     pub name_rule: NameRule,
     /// Whether the type has the default Table conversion (custom resources may not).
     pub supports_table: bool,
+    /// The columns of its Tables, in order; empty means the default `Name` / `Created At`
+    /// (spec §2.6).
+    pub printer_columns: Vec<crate::printer::PrinterColumn>,
     /// Whether strategic merge patch is allowed (built-in types only).
     pub supports_strategic_merge: bool,
     /// Whether the kind (and its list) has a protobuf form; custom resources have none, and

@@ -586,7 +586,8 @@ async fn tables_for_kubectl() {
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
     assert_eq!(t["columnDefinitions"][0]["name"], "Name");
-    assert_eq!(t["columnDefinitions"][1]["type"], "date");
+    // ServiceAccounts have Kubernetes' columns (Name, Secrets, Age): tests/http/tables.rs.
+    assert_eq!(t["columnDefinitions"][1]["name"], "Secrets");
     assert_eq!(t["rows"][0]["cells"][0], "t");
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "default");

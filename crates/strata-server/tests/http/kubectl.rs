@@ -853,7 +853,7 @@ fn kubectl_1_37_wait_for_delete() {
 
 // Not yet covered here, on purpose: strict field validation (`create -f` with unknown fields
 // must fail with "strict decoding error") belongs to the field-validation issue, and kubectl's
-// `get` columns follow spec §2.6 (Name, Created At), which the HTTP tests check.
+// `get` columns (Kubernetes' printer columns) are checked in tables.rs.
 
 const APP_V1: &str = "apiVersion: v1
 kind: ServiceAccount

@@ -26,6 +26,7 @@ mod rbac_types;
 mod runtime_types;
 mod shared_pki;
 mod snapshot;
+mod tables;
 mod tls;
 mod tokens;
 mod updates;

@@ -50,6 +50,7 @@ fn widget() -> ResourceType {
         subresources: Vec::new(),
         name_rule: NameRule::Dns1123Subdomain,
         supports_table: true,
+        printer_columns: Vec::new(),
         supports_strategic_merge: false,
         protobuf: false,
         schema_name,
