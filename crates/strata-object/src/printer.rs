@@ -60,9 +60,9 @@ pub enum SubjectKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cell {
     /// The first value a JSONPath finds, rendered by the column's type (custom resources'
-    /// rule): `string` prints the value, `integer`/`number`/`boolean` keep a value of that
-    /// JSON type, `date` turns an RFC 3339 time into its age; anything else, or nothing
-    /// found, is `null`.
+    /// rule): `string` prints the value as Go does (structures as compact JSON),
+    /// `integer`/`number`/`boolean` keep a value of that JSON type, `date` turns an RFC 3339
+    /// time into its age; anything else, or nothing found, is `null`.
     Path(JsonPath),
     /// The time since `metadata.creationTimestamp` as a [`human_duration`] (`<unknown>`
     /// without one).
@@ -199,11 +199,15 @@ fn typed_cell(ty: ColumnType, v: &Value, now: OffsetDateTime) -> Value {
     match (ty, v) {
         (_, Value::Null) => Value::Null,
         (ColumnType::String, Value::String(s)) => json!(s),
-        // Printed as a template would print it: numbers and booleans as text, structures as
-        // compact JSON.
-        (ColumnType::String, Value::Number(n)) => json!(n.to_string()),
+        // Printed as Kubernetes' JSONPath printer prints it: scalars as Go formats them,
+        // structures as Go's compact JSON.
+        (ColumnType::String, Value::Number(n)) => json!(go_number(n, false)),
         (ColumnType::String, Value::Bool(b)) => json!(b.to_string()),
-        (ColumnType::String, other) => json!(other.to_string()),
+        (ColumnType::String, other) => {
+            let mut out = String::new();
+            go_json(other, &mut out);
+            json!(out)
+        }
         (ColumnType::Integer, Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => json!(i),
             (None, Some(f)) => json!(f as i64),
@@ -217,6 +221,88 @@ fn typed_cell(ty: ColumnType, v: &Value, now: OffsetDateTime) -> Value {
         },
         _ => Value::Null,
     }
+}
+
+/// A JSON number as Go prints the value decoded from it: integers as they are; other numbers
+/// as `fmt` prints a float64 (`%v`: exponent form below 1e-4 or from 1e21), or, `in_json`, as
+/// `encoding/json` writes one (exponent form below 1e-6 or from 1e21).
+fn go_number(n: &serde_json::Number, in_json: bool) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    let abs = f.abs();
+    let small = if in_json { 1e-6 } else { 1e-4 };
+    if abs == 0.0 || (small..1e21).contains(&abs) {
+        // Rust's shortest decimal form, which is Go's for these magnitudes.
+        return format!("{f}");
+    }
+    // Shortest digits with an exponent, written as Go writes it: `1e+21`, `1.5e-07` (`fmt`),
+    // `1e+21`, `1.5e-7` (`encoding/json`).
+    let e = format!("{f:e}");
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sign = if exp < 0 { '-' } else { '+' };
+    if in_json {
+        format!("{mantissa}e{sign}{}", exp.abs())
+    } else {
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+/// `v` as Go's `encoding/json` writes it compactly: object keys sorted, `<`, `>` and `&`
+/// escaped as HTML-safe `\u00XX`, numbers as Go writes them.
+fn go_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&go_number(n, true)),
+        Value::String(s) => go_json_string(s, out),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                go_json(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                go_json_string(k, out);
+                out.push(':');
+                go_json(&m[k], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn go_json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// The age of an object created at `created` (RFC 3339): `<unknown>` when unset.
@@ -667,6 +753,34 @@ mod tests {
         assert_eq!(human_duration(Duration::milliseconds(119_999)), "119s");
     }
 
+    #[test]
+    fn structures_and_numbers_print_as_go_prints_them() {
+        let go = |v: Value| {
+            let mut out = String::new();
+            go_json(&v, &mut out);
+            out
+        };
+        assert_eq!(
+            go(
+                json!({"b": [1, 2.5, 1.0], "a": "<x> & \"y\"\n", "c": null, "d": {"z": true, "y": 1e-7}})
+            ),
+            r#"{"a":"\u003cx\u003e \u0026 \"y\"\n","b":[1,2.5,1],"c":null,"d":{"y":1e-7,"z":true}}"#
+        );
+        assert_eq!(go(json!(1e21)), "1e+21");
+        assert_eq!(go(json!(0.000001)), "0.000001");
+        let text = |v: Value| match v {
+            Value::Number(n) => go_number(&n, false),
+            _ => unreachable!(),
+        };
+        assert_eq!(text(json!(1.0)), "1");
+        assert_eq!(text(json!(-7)), "-7");
+        assert_eq!(text(json!(123.25)), "123.25");
+        assert_eq!(text(json!(0.0001)), "0.0001");
+        assert_eq!(text(json!(0.00001)), "1e-05");
+        assert_eq!(text(json!(1.5e300)), "1.5e+300");
+        assert_eq!(text(json!(1e20)), "100000000000000000000");
+    }
+
     fn obj(v: Value) -> Map<String, Value> {
         match v {
             Value::Object(m) => m,
@@ -749,6 +863,12 @@ mod tests {
             Value::Null
         );
         assert_eq!(col(ColumnType::String, path(".spec.replicas")), json!("3"));
+        assert_eq!(col(ColumnType::String, path(".spec.ratio")), json!("0.5"));
+        assert_eq!(col(ColumnType::String, path(".spec.on")), json!("true"));
+        assert_eq!(
+            col(ColumnType::String, path(".roleRef")),
+            json!(r#"{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"}"#)
+        );
         assert_eq!(col(ColumnType::String, path(".spec.none")), Value::Null);
         assert_eq!(col(ColumnType::Date, path(".spec.when")), json!("5m"));
         assert_eq!(
