@@ -249,8 +249,21 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// How long a read may go unanswered before another attempt races it: a member that is
+/// frozen or cut off keeps its connection open and never answers, and the balanced channel may
+/// have sent the read there. (A linearizable read takes milliseconds; etcd itself calls a
+/// request slow at 100 ms.)
+const HEDGE_AFTER: Duration = Duration::from_millis(500);
+
+/// At most this many attempts of one read run at once (a read that is merely slow, such as a
+/// large range, is not multiplied further).
+const HEDGE_LIMIT: usize = 3;
+
 /// Repeats a read while it fails transiently, pausing a little between attempts; the caller
-/// bounds the whole.
+/// bounds the whole. While no attempt has answered, another one starts every [`HEDGE_AFTER`]
+/// (each likely on another member), up to [`HEDGE_LIMIT`], and the first answer counts: a slow
+/// read is never abandoned, and a member that never answers costs half a second, not the
+/// deadline.
 async fn retrying<T, F, Fut>(mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -258,7 +271,28 @@ where
 {
     let mut pause = Duration::from_millis(20);
     loop {
-        match attempt().await {
+        let mut running = vec![Box::pin(attempt())];
+        let mut hedge = Box::pin(tokio::time::sleep(HEDGE_AFTER));
+        let outcome = std::future::poll_fn(|cx| {
+            for pending in running.iter_mut() {
+                if let std::task::Poll::Ready(outcome) = pending.as_mut().poll(cx) {
+                    return std::task::Poll::Ready(outcome);
+                }
+            }
+            while running.len() < HEDGE_LIMIT && hedge.as_mut().poll(cx).is_ready() {
+                let mut another = Box::pin(attempt());
+                if let std::task::Poll::Ready(outcome) = another.as_mut().poll(cx) {
+                    return std::task::Poll::Ready(outcome);
+                }
+                running.push(another);
+                hedge
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + HEDGE_AFTER);
+            }
+            std::task::Poll::Pending
+        })
+        .await;
+        match outcome {
             Err(e) if transient(&e) => {
                 tracing::debug!(%e, "etcd read failed; retrying");
                 tokio::time::sleep(pause).await;

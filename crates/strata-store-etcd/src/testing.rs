@@ -91,6 +91,8 @@ struct Member {
 pub struct TestEtcdCluster {
     members: Vec<Member>,
     initial_cluster: String,
+    /// Unique per cluster, so that members of two clusters never join each other.
+    token: String,
     _root: tempfile::TempDir,
 }
 
@@ -132,9 +134,14 @@ impl TestEtcdCluster {
             .map(|m| format!("{}={}", m.name, m.peer_url))
             .collect::<Vec<_>>()
             .join(",");
+        let token = root.path().file_name().map_or_else(
+            || "strata-test".into(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let mut cluster = TestEtcdCluster {
             members,
             initial_cluster,
+            token,
             _root: root,
         };
         for i in 0..size {
@@ -154,7 +161,7 @@ impl TestEtcdCluster {
             .arg(format!("--initial-advertise-peer-urls={}", m.peer_url))
             .arg(format!("--initial-cluster={}", self.initial_cluster))
             .arg("--initial-cluster-state=new")
-            .arg("--initial-cluster-token=strata-test")
+            .arg(format!("--initial-cluster-token={}", self.token))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
@@ -188,6 +195,29 @@ impl TestEtcdCluster {
         if let Some(mut child) = self.members[i].child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Freezes member `i` with SIGSTOP: its connections stay open and nothing answers, as
+    /// behind a network partition. [`TestEtcdCluster::resume`] thaws it.
+    pub fn pause(&self, i: usize) {
+        self.signal(i, "-STOP");
+    }
+
+    /// Thaws a member frozen by [`TestEtcdCluster::pause`] (SIGCONT).
+    pub fn resume(&self, i: usize) {
+        self.signal(i, "-CONT");
+    }
+
+    fn signal(&self, i: usize, signal: &str) {
+        if let Some(child) = &self.members[i].child {
+            let status = Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "kill {signal} etcd member {i}"
+            );
         }
     }
 

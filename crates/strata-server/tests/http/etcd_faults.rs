@@ -71,7 +71,11 @@ impl Replica {
                 "--etcd-servers",
                 &servers,
             ])
-            .env("RUST_LOG", "warn")
+            // `STRATA_FAULTS_LOG` (a `RUST_LOG` filter) shows what the replicas log.
+            .env(
+                "RUST_LOG",
+                std::env::var("STRATA_FAULTS_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -245,6 +249,31 @@ impl Api {
             assert!(
                 Instant::now() < deadline,
                 "patch {name} on replica {} still fails after {failures} attempts",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Api {
+    /// Deletes ServiceAccount `name` until it is known to be gone: retried after failures; a
+    /// retry's 404 is an earlier attempt having committed. Returns how many attempts failed.
+    async fn delete_sa_surely(&self, name: &str, deadline: Instant) -> u32 {
+        let path = format!("{}/{name}", sa_path(NS));
+        let mut failures = 0;
+        loop {
+            match self.send("DELETE", &path, None).await {
+                Ok((200, _)) => return failures,
+                Ok((404, _)) if failures > 0 => return failures,
+                Ok((code, v)) if code >= 500 => assert_eq!(v["kind"], "Status", "{v}"),
+                Ok((code, v)) => panic!("delete {name} on {}: {code} {v}", self.name),
+                Err(_) => {}
+            }
+            failures += 1;
+            assert!(
+                Instant::now() < deadline,
+                "delete {name} on replica {} still fails after {failures} attempts",
                 self.name
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -451,6 +480,19 @@ async fn read_until(watch: &mut Watch, until: u64, limit: Duration) -> Vec<Chang
 /// Asserts that `seen` is `expected` exactly: every acknowledged change once, in
 /// resourceVersion order, nothing else.
 fn assert_same_changes(seen: &[Change], expected: &[Change], what: &str) {
+    let extra = assert_changes(seen, expected, &BTreeSet::new(), what);
+    assert!(extra.is_empty());
+}
+
+/// As [`assert_same_changes`], but changes to the objects named in `unsure` that nobody
+/// acknowledged are allowed: a write whose attempt failed (503 after the engine's deadline)
+/// may still be applied by etcd later, even after the client's next writes. Returns those.
+fn assert_changes(
+    seen: &[Change],
+    expected: &[Change],
+    unsure: &BTreeSet<String>,
+    what: &str,
+) -> Vec<Change> {
     for pair in seen.windows(2) {
         assert!(
             pair[0].rv < pair[1].rv,
@@ -473,11 +515,21 @@ fn assert_same_changes(seen: &[Change], expected: &[Change], what: &str) {
         "{what}: a change repeated: {seen:?}"
     );
     let missing: Vec<_> = expected_set.difference(&seen_set).collect();
-    let extra: Vec<_> = seen_set.difference(&expected_set).collect();
+    let (allowed, extra): (Vec<_>, Vec<_>) = seen_set
+        .difference(&expected_set)
+        .partition(|(_, _, name)| unsure.contains(name));
     assert!(
         missing.is_empty() && extra.is_empty(),
         "{what}: missing (gaps) {missing:?}; not acknowledged {extra:?}"
     );
+    allowed
+        .into_iter()
+        .map(|(rv, kind, name)| Change {
+            rv: *rv,
+            kind: kind.clone(),
+            name: name.clone(),
+        })
+        .collect()
 }
 
 /// A 3-member cluster with two replicas over it and the test namespace; returns them and the
@@ -822,16 +874,14 @@ async fn etcd_faults_killing_the_etcd_leader_under_write_load_loses_nothing() {
     .await;
 }
 
-/// Create, read, list, update, watch and delete across the two replicas, under `tag`.
-async fn exercise(a: &Api, b: &Api, tag: &str) {
-    let created = a
-        .expect(
-            201,
-            "POST",
-            &sa_path(NS),
-            Some(&json!({"metadata": {"name": tag}})),
-        )
-        .await;
+/// Create, read, list, update, watch and delete across the two replicas, under `tag`. Writes
+/// are retried after a 5xx or no answer, as a client would (see [`Api::create_sa_surely`]);
+/// reads must succeed at once. Returns the changes it made, as a watcher sees them, and how
+/// many write attempts failed.
+async fn exercise(a: &Api, b: &Api, tag: &str) -> (Vec<Change>, u32) {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    let (created, mut failed, _) = a.create_sa_surely(tag, deadline).await;
     let path = format!("{}/{tag}", sa_path(NS));
     let got = b.expect(200, "GET", &path, None).await;
     assert_eq!(got["metadata"]["uid"], created["metadata"]["uid"]);
@@ -845,18 +895,11 @@ async fn exercise(a: &Api, b: &Api, tag: &str) {
         "{tag} not listed through B: {list}"
     );
     let mut watch = Watch::open(a, rv(&created)).await;
-    let patched = b
-        .expect(
-            200,
-            "PATCH",
-            &path,
-            Some(&json!({"metadata": {"labels": {"seen": "yes"}}})),
-        )
-        .await;
+    let (patched, failures) = b.label_sa_surely(tag, "seen", deadline).await;
+    failed += failures;
     let seen = read_until(&mut watch, rv(&patched), Duration::from_secs(20)).await;
     assert_eq!(seen, [acked("MODIFIED", &patched)]);
-    let deleted = a.expect(200, "DELETE", &path, None).await;
-    assert_eq!(deleted["metadata"]["uid"], created["metadata"]["uid"]);
+    failed += a.delete_sa_surely(tag, deadline).await;
     // The DELETED event comes at the deletion's resourceVersion, after the patch's.
     let seen = read_until(&mut watch, rv(&patched) + 1, Duration::from_secs(20)).await;
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -865,39 +908,139 @@ async fn exercise(a: &Api, b: &Api, tag: &str) {
         ("DELETED", tag)
     );
     b.expect(404, "GET", &path, None).await;
+    println!(
+        "{tag}: create, get, list, patch, watch and delete took {:?}, {failed} write attempts failed",
+        started.elapsed()
+    );
+    let changes = vec![
+        acked("ADDED", &created),
+        acked("MODIFIED", &patched),
+        Change {
+            rv: 0,
+            kind: "DELETED".into(),
+            name: tag.into(),
+        },
+    ];
+    (changes, failed)
+}
+
+/// A client watching through `api` from `from` until told to stop (see
+/// [`watch_through_faults`]): stop it with [`LongWatch::finish`].
+struct LongWatch {
+    stop: Arc<AtomicBool>,
+    until: Arc<Mutex<u64>>,
+    task: tokio::task::JoinHandle<Watcher>,
+}
+
+impl LongWatch {
+    fn start(api: &Api, from: u64) -> LongWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let until = Arc::new(Mutex::new(u64::MAX));
+        let task = tokio::spawn(watch_through_faults(
+            api.clone(),
+            from,
+            stop.clone(),
+            until.clone(),
+        ));
+        LongWatch { stop, until, task }
+    }
+
+    /// Waits until the client saw `through` and returns what it saw.
+    async fn finish(self, through: u64) -> Watcher {
+        *self.until.lock().unwrap() = through;
+        self.stop.store(true, Ordering::SeqCst);
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .unwrap_or_else(|_| panic!("the watching client did not reach {through}"))
+            .expect("the watching client")
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_faults_one_member_down_changes_nothing() {
     within(Duration::from_secs(180), async {
-        let (mut cluster, a, b, _) = setup().await;
+        let (mut cluster, a, b, from) = setup().await;
         let (a, b) = (a.api(), b.api());
-        exercise(&a, &b, "all-up").await;
+        // A client watches through B all along.
+        let watching = LongWatch::start(&b, from);
+        let (mut changes, _) = exercise(&a, &b, "all-up").await;
         // A follower down: the first one in `--etcd-servers` when the leader is not first.
         let leader = cluster.leader().await;
         let follower = usize::from(leader == 0);
         cluster.kill(follower);
-        exercise(&a, &b, "follower-down").await;
+        changes.extend(exercise(&a, &b, "follower-down").await.0);
         assert_ready(&a).await;
         assert_ready(&b).await;
         // A replica starting now connects through the members that answer.
         let c = Replica::start("C", &cluster);
-        exercise(&c.api(), &b, "follower-down-c").await;
+        changes.extend(exercise(&c.api(), &b, "follower-down-c").await.0);
         assert_ready(&c.api()).await;
         cluster.restart(follower).expect("restart the follower");
         cluster.wait_member(follower).await;
-        exercise(&a, &b, "follower-back").await;
+        changes.extend(exercise(&a, &b, "follower-back").await.0);
         // The leader down: after the election, the same.
         let leader = cluster.leader().await;
         cluster.kill(leader);
         cluster.leader().await;
-        exercise(&a, &b, "leader-down").await;
-        exercise(&c.api(), &a, "leader-down-c").await;
+        changes.extend(exercise(&a, &b, "leader-down").await.0);
+        changes.extend(exercise(&c.api(), &a, "leader-down-c").await.0);
         assert_ready(&a).await;
         assert_ready(&b).await;
         cluster.restart(leader).expect("restart the old leader");
         cluster.wait_member(leader).await;
-        exercise(&a, &b, "leader-back").await;
+        // Every member down once, in turn: whichever one a replica's own watch of etcd uses
+        // goes away at some point.
+        for i in 0..cluster.size() {
+            cluster.kill(i);
+            cluster.leader().await;
+            changes.extend(exercise(&a, &b, &format!("member{i}-down")).await.0);
+            cluster.restart(i).expect("restart the member");
+            cluster.wait_member(i).await;
+        }
+        changes.extend(exercise(&a, &b, "all-back").await.0);
+        let through = changes.iter().map(|c| c.rv).max().unwrap_or(0) + 1;
+        let seen = watching.finish(through).await;
+        println!("the watching client re-watched {:?}", seen.rewatches);
+        assert_same_changes(&seen.changes, &changes, "the client watching through B");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_faults_a_frozen_member_changes_nothing() {
+    within(Duration::from_secs(180), async {
+        let (cluster, a, b, from) = setup().await;
+        let (a, b) = (a.api(), b.api());
+        let watching = LongWatch::start(&b, from);
+        let (mut changes, _) = exercise(&a, &b, "all-up").await;
+        // SIGSTOP: connections to the member stay open and nothing answers on them, as behind
+        // a partition. Each member in turn, the leader among them.
+        let mut unsure = BTreeSet::new();
+        for i in 0..cluster.size() {
+            cluster.pause(i);
+            cluster.leader().await;
+            let tag = format!("member{i}-frozen");
+            let (made, failed) = exercise(&a, &b, &tag).await;
+            changes.extend(made);
+            if failed > 0 {
+                unsure.insert(tag);
+            }
+            assert_ready(&a).await;
+            assert_ready(&b).await;
+            cluster.resume(i);
+            cluster.wait_member(i).await;
+        }
+        changes.extend(exercise(&a, &b, "all-thawed").await.0);
+        let through = changes.iter().map(|c| c.rv).max().unwrap_or(0) + 1;
+        let seen = watching.finish(through).await;
+        println!("the watching client re-watched {:?}", seen.rewatches);
+        let late = assert_changes(
+            &seen.changes,
+            &changes,
+            &unsure,
+            "the client watching through B",
+        );
+        println!("applied after their attempts had failed: {late:?}");
     })
     .await;
 }
