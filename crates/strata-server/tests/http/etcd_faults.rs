@@ -1082,9 +1082,11 @@ async fn etcd_faults_with_etcd_unreachable_a_replica_fails_fast_and_is_not_ready
             stop.clone(),
             until.clone(),
         ));
-        assert_eq!(
-            a.send("GET", "/readyz", None).await.ok().map(|r| r.0),
-            Some(200)
+        assert_ready(&a).await;
+        let verbose = a.send("GET", "/readyz?verbose", None).await;
+        assert!(
+            matches!(&verbose, Ok((200, v)) if v == "[+]ping ok\n[+]etcd ok\nreadyz check passed\n"),
+            "{verbose:?}"
         );
         for i in 0..cluster.size() {
             cluster.kill(i);
