@@ -394,6 +394,11 @@ impl Status {
         )
     }
 
+    /// 504 `Timeout: <why>`: the server gave up waiting, and the outcome may be unknown.
+    pub fn timeout(why: &str) -> Self {
+        Self::failure(StatusReason::Timeout, format!("Timeout: {why}"), None)
+    }
+
     /// 410 with reason `Expired`, which is what clients test for.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::failure(StatusReason::Expired, message.into(), None)

@@ -44,6 +44,8 @@ pub fn store_error(op: Op, rt: &RegisteredType, name: &str, err: StoreError) -> 
         }
         // An object the engine refuses for its size (etcd's request limit).
         StoreError::TooLarge(msg) => Status::too_large_entity(&msg),
+        // The outcome is unknown: Kubernetes' 504 for a storage request that timed out.
+        StoreError::Timeout(msg) => Status::timeout(&msg),
         StoreError::Unavailable(msg) => {
             Status::service_unavailable(format!("storage is unavailable: {msg}"))
         }

@@ -231,6 +231,12 @@ fn never_sent(e: &etcd_client::Error) -> bool {
         || text.contains("tcp connect error")
 }
 
+/// Whether etcd answered that a proposal may or may not have been committed.
+fn outcome_unknown(e: &etcd_client::Error) -> bool {
+    let text = e.to_string();
+    text.contains("request timed out") || text.contains("leader changed")
+}
+
 /// Whether a failed read is worth repeating (on another member): anything but an answer.
 fn transient(e: &StoreError) -> bool {
     matches!(e, StoreError::Unavailable(_))
@@ -439,7 +445,7 @@ impl EtcdStore {
 
     /// A write transaction, repeated only when it certainly never reached etcd.
     async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
-        let resp = bounded("a write", async {
+        let attempts = async {
             let mut pause = Duration::from_millis(20);
             loop {
                 let mut client = self.client.clone();
@@ -450,11 +456,25 @@ impl EtcdStore {
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(500));
                     }
+                    // etcd's words for a proposal whose fate it does not know.
+                    Err(e) if outcome_unknown(&e) => {
+                        return Err(StoreError::Timeout(format!("etcd: {e}")))
+                    }
                     Err(e) => return Err(unavailable(e)),
                 }
             }
-        })
-        .await?;
+        };
+        let resp = match tokio::time::timeout(REQUEST_TIMEOUT, attempts).await {
+            Ok(result) => result?,
+            // Sent, maybe applied (a member that thaws can still commit it): unknown, not
+            // refused.
+            Err(_) => {
+                return Err(StoreError::Timeout(format!(
+                    "etcd did not confirm the write within {}s; it may still be applied",
+                    REQUEST_TIMEOUT.as_secs()
+                )))
+            }
+        };
         let revision = self.header_revision(resp.header());
         if resp.succeeded() {
             self.written.fetch_max(revision.0, Ordering::SeqCst);

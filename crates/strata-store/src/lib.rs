@@ -147,6 +147,9 @@ pub enum StoreError {
     /// 1.5 MiB by default).
     #[error("{0}")]
     TooLarge(String),
+    /// A write the engine did not confirm in time: it may or may not have been applied.
+    #[error("{0}")]
+    Timeout(String),
     /// The engine cannot serve right now (I/O failure, shutdown).
     #[error("storage unavailable: {0}")]
     Unavailable(String),
