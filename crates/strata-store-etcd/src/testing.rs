@@ -38,6 +38,11 @@ impl TestEtcd {
     /// Starts etcd; it answers once [`crate::EtcdStore::connect`] succeeds (well under a
     /// second). Fails when the binary is missing.
     pub fn start() -> std::io::Result<TestEtcd> {
+        Self::start_with(&[])
+    }
+
+    /// [`TestEtcd::start`] with more server flags.
+    pub fn start_with(extra: &[&str]) -> std::io::Result<TestEtcd> {
         let dir = tempfile::tempdir()?;
         let (client, peer) = (free_port()?, free_port()?);
         let url = format!("http://127.0.0.1:{client}");
@@ -50,6 +55,7 @@ impl TestEtcd {
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=test={peer_url}"))
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
