@@ -370,7 +370,7 @@ pub fn bench(options: &Options) -> Result<()> {
         println!(
             "\n{}\n{}",
             etcd::table(&results),
-            etcd::fan_out_table(&results)
+            etcd::fan_out_tables(&results)
         );
         for line in etcd::problems(&results) {
             println!("- {line}");

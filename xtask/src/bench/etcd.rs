@@ -118,6 +118,8 @@ struct Row {
 pub struct Results {
     rows: Vec<Row>,
     fan_out: Vec<FanOut>,
+    /// The same on RocksDB, in the same run.
+    fan_out_rocksdb: Vec<FanOut>,
     /// `etcd --version`'s first line.
     etcd_version: String,
 }
@@ -199,24 +201,40 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration, plan: Plan) -
         rows.push(http_row(&strata, etcd_ref, get.0, get.1, measure).await?);
         strata.ensure_running()?;
     }
-    let mut fan_out = Vec::new();
+    let (mut fan_out, mut fan_out_rocksdb) = (Vec::new(), Vec::new());
     watch::raise_open_files_limit(plan.watchers)?;
-    for (n, pace) in [Pace::Rate(plan.rate), Pace::FullSpeed]
-        .into_iter()
-        .enumerate()
-    {
-        let etcd = start_etcd(&etcd_binary, &scratch.join(format!("watch-{n}-etcd"))).await?;
-        let extra = etcd_flags(&etcd);
-        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let mut strata =
-            start_strata_with(binary, &scratch.join(format!("watch-{n}-strata")), &extra).await?;
-        let outcome = watch::fan_out(strata.addr, strata.pid(), plan, pace).await;
-        strata.ensure_running()?;
-        fan_out.push(outcome?);
+    // On etcd, then on RocksDB under the same conditions for comparison.
+    for on_etcd in [true, false] {
+        for (n, pace) in [Pace::Rate(plan.rate), Pace::FullSpeed]
+            .into_iter()
+            .enumerate()
+        {
+            let name = format!("watch-{n}-{}", if on_etcd { "etcd" } else { "rocksdb" });
+            let etcd = if on_etcd {
+                Some(start_etcd(&etcd_binary, &scratch.join(format!("{name}-etcd"))).await?)
+            } else {
+                None
+            };
+            let extra = etcd.as_ref().map(etcd_flags).unwrap_or_default();
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            step(&format!(
+                "watch fan-out on {}",
+                if on_etcd { "etcd" } else { "RocksDB" }
+            ));
+            let mut strata = start_strata_with(binary, &scratch.join(&name), &extra).await?;
+            let outcome = watch::fan_out(strata.addr, strata.pid(), plan, pace).await;
+            strata.ensure_running()?;
+            if on_etcd {
+                fan_out.push(outcome?);
+            } else {
+                fan_out_rocksdb.push(outcome?);
+            }
+        }
     }
     Ok(Results {
         rows,
         fan_out,
+        fan_out_rocksdb,
         etcd_version,
     })
 }
@@ -534,9 +552,13 @@ pub fn table(results: &Results) -> String {
     out
 }
 
-/// The fan-out table (the watch benchmark's).
-pub fn fan_out_table(results: &Results) -> String {
-    watch::table(&results.fan_out)
+/// The fan-out tables (the watch benchmark's), on etcd and on RocksDB.
+pub fn fan_out_tables(results: &Results) -> String {
+    format!(
+        "On etcd:\n\n{}\nOn RocksDB, for comparison:\n\n{}",
+        watch::table(&results.fan_out),
+        watch::table(&results.fan_out_rocksdb)
+    )
 }
 
 /// Failed requests and watch problems, one line each.
@@ -558,6 +580,11 @@ pub fn problems(results: &Results) -> Vec<String> {
         watch::problems(&results.fan_out)
             .into_iter()
             .map(|p| format!("fan-out on etcd, {p}")),
+    );
+    out.extend(
+        watch::problems(&results.fan_out_rocksdb)
+            .into_iter()
+            .map(|p| format!("fan-out on RocksDB, {p}")),
     );
     out
 }
@@ -652,13 +679,14 @@ pub fn section(header: &str, results: &Results, measure: Duration, plan: Plan) -
         "\nWatch fan-out on Strata over etcd, measured as the watch benchmark does (see \
          [Watch fan-out](#watch-fan-out)): {} watchers, each on its own connection, while \
          {} writers create ServiceAccounts for {} s, paced at {}/s or at full speed; delivery \
-         latency runs from a create's send time to a watcher's receipt.\n\n",
+         latency runs from a create's send time to a watcher's receipt. The same runs on \
+         RocksDB follow, on the same machine in the same minutes.\n\n",
         plan.watchers,
         watch::WRITERS,
         plan.seconds,
         plan.rate,
     );
-    out.push_str(&fan_out_table(results));
+    out.push_str(&fan_out_tables(results));
     let problems = problems(results);
     if !problems.is_empty() {
         out.push_str("\nProblems:\n\n");
@@ -714,6 +742,7 @@ mod tests {
                 row(ETCD_GET, etcd_get, 0),
             ],
             fan_out: Vec::new(),
+            fan_out_rocksdb: Vec::new(),
             etcd_version: "etcd Version: 3.4.23".into(),
         }
     }
