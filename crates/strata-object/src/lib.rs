@@ -21,5 +21,5 @@ pub use object::{Object, ObjectError};
 pub use resource::{GroupVersionKind, ResourceType, Scope, SubResource, Verb};
 pub use selector::{FieldSelector, LabelSelector};
 pub use status::{Status, StatusCause, StatusDetails, StatusReason};
-pub use timestamp::{format_time, format_unix, now_rfc3339, parse_time};
+pub use timestamp::{format_micro_time, format_time, format_unix, now_rfc3339, parse_time};
 pub use version::ResourceVersion;

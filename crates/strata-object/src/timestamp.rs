@@ -18,13 +18,23 @@ pub fn format_time(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_default()
 }
 
-/// Parses an RFC 3339 timestamp.
+/// Formats `t` as Kubernetes writes `metav1.MicroTime`: in UTC with exactly six fractional
+/// digits (`2024-05-01T10:00:00.123456Z`); `""` for years RFC 3339 cannot write.
+pub fn format_micro_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    match format_time(t).strip_suffix('Z') {
+        Some(whole) => format!("{whole}.{:06}Z", t.microsecond()),
+        None => String::new(),
+    }
+}
+
 /// Formats Unix seconds as [`format_time`] does (dates outside what RFC 3339 can write give the
 /// epoch).
 pub fn format_unix(seconds: i64) -> String {
     format_time(OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH))
 }
 
+/// Parses an RFC 3339 timestamp.
 pub fn parse_time(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &Rfc3339).ok()
 }
@@ -39,5 +49,13 @@ mod tests {
         assert!(s.ends_with('Z'), "{s}");
         assert_eq!(s.len(), "2024-05-01T10:00:00Z".len(), "{s}");
         assert!(parse_time(&s).is_some());
+    }
+
+    #[test]
+    fn micro_times_have_six_digits_in_utc() {
+        let t = parse_time("2024-05-01T12:00:00.1234567+02:00").unwrap();
+        assert_eq!(format_micro_time(t), "2024-05-01T10:00:00.123456Z");
+        let whole = parse_time("2024-05-01T10:00:00Z").unwrap();
+        assert_eq!(format_micro_time(whole), "2024-05-01T10:00:00.000000Z");
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::generated::k8s::io::api::authentication::v1 as authn;
 use super::generated::k8s::io::api::authorization::v1 as authz;
+use super::generated::k8s::io::api::coordination::v1 as coordination;
 use super::generated::k8s::io::api::core::v1 as core;
 use super::generated::k8s::io::api::rbac::v1 as rbac;
 use super::generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
@@ -141,6 +142,19 @@ impl Field<Option<bool>> for PtrBool {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(wrong(key, "boolean", other)),
         }
+    }
+}
+
+/// A pointer 32-bit integer: kept when set, even zero.
+struct PtrInt32;
+impl Field<Option<i32>> for PtrInt32 {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<i32>) {
+        if let Some(n) = v {
+            m.insert(key.into(), (*n).into());
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<i32>, String> {
+        Int32::get(m, key)
     }
 }
 
@@ -318,6 +332,50 @@ impl Field<Option<meta::Time>> for Time {
             nanos: None,
         }))
     }
+}
+
+/// A `metav1.MicroTime`: RFC 3339 in UTC with six fractional digits in JSON, seconds and
+/// nanoseconds (whole microseconds) in protobuf; the zero time, and times RFC 3339 cannot
+/// write, are omitted.
+struct MicroTime;
+impl Field<Option<meta::MicroTime>> for MicroTime {
+    fn put(m: &mut Map<String, Value>, key: &str, v: &Option<meta::MicroTime>) {
+        let Some(t) = v else {
+            return;
+        };
+        let (secs, nanos) = (t.seconds.unwrap_or(0), t.nanos.unwrap_or(0));
+        if secs == 0 && nanos == 0 {
+            return;
+        }
+        let Some(t) = time::OffsetDateTime::from_unix_timestamp(secs)
+            .ok()
+            .and_then(|t| t.replace_nanosecond(u32::try_from(nanos).ok()?).ok())
+        else {
+            return;
+        };
+        let text = strata_object::format_micro_time(t);
+        if !text.is_empty() {
+            m.insert(key.into(), Value::String(text));
+        }
+    }
+    fn get(m: &Map<String, Value>, key: &str) -> Result<Option<meta::MicroTime>, String> {
+        let Some(s) = string_of(m, key)? else {
+            return Ok(None);
+        };
+        let t = strata_object::parse_time(&s)
+            .ok_or_else(|| format!("field {key}: {s:?} is not an RFC 3339 time"))?;
+        let nanos = micro_nanos(t);
+        Ok(Some(meta::MicroTime {
+            seconds: Some(t.unix_timestamp()),
+            nanos: (nanos != 0).then_some(nanos),
+        }))
+    }
+}
+
+/// The nanoseconds of `t` within its second, cut to whole microseconds (MicroTime's precision).
+pub(super) fn micro_nanos(t: time::OffsetDateTime) -> i32 {
+    // Below 10^9, so it fits.
+    (t.nanosecond() / 1000 * 1000) as i32
 }
 
 /// A `FieldsV1`: a JSON object, carried as its raw bytes.
@@ -557,6 +615,70 @@ json_form!(core::ConfigMap {
     immutable: "immutable" => PtrBool @ 4,
     data: "data" => StrMap @ 2,
     binary_data: "binaryData" => BytesMap @ 3,
+});
+
+json_form!(core::Secret {
+    metadata: "metadata" => Obj @ 1,
+    immutable: "immutable" => PtrBool @ 5,
+    data: "data" => BytesMap @ 2,
+    string_data: "stringData" => StrMap @ 4,
+    r#type: "type" => Str @ 3,
+});
+
+json_form!(core::SecretList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(core::EventSource {
+    component: "component" => Str @ 1,
+    host: "host" => Str @ 2,
+});
+
+json_form!(core::EventSeries {
+    count: "count" => Int32 @ 1,
+    last_observed_time: "lastObservedTime" => MicroTime @ 2,
+});
+
+json_form!(core::Event {
+    metadata: "metadata" => Obj @ 1,
+    involved_object: "involvedObject" => Obj @ 2,
+    reason: "reason" => Str @ 3,
+    message: "message" => Str @ 4,
+    source: "source" => Obj @ 5,
+    first_timestamp: "firstTimestamp" => Time @ 6,
+    last_timestamp: "lastTimestamp" => Time @ 7,
+    count: "count" => Int32 @ 8,
+    r#type: "type" => Str @ 9,
+    event_time: "eventTime" => MicroTime @ 10,
+    series: "series" => PtrObj @ 11,
+    action: "action" => Str @ 12,
+    related: "related" => PtrObj @ 13,
+    reporting_component: "reportingComponent" => Str @ 14,
+    reporting_instance: "reportingInstance" => Str @ 15,
+});
+
+json_form!(core::EventList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(coordination::LeaseSpec {
+    holder_identity: "holderIdentity" => PtrStr @ 1,
+    lease_duration_seconds: "leaseDurationSeconds" => PtrInt32 @ 2,
+    acquire_time: "acquireTime" => MicroTime @ 3,
+    renew_time: "renewTime" => MicroTime @ 4,
+    lease_transitions: "leaseTransitions" => PtrInt32 @ 5,
+});
+
+json_form!(coordination::Lease {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+});
+
+json_form!(coordination::LeaseList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
 });
 
 json_form!(core::ConfigMapList {

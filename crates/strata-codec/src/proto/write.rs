@@ -204,6 +204,8 @@ impl WriteField<Option<i32>> for Int32 {
     }
 }
 
+pub type PtrInt32 = Int32;
+
 /// A `bool` field.
 pub struct PtrBool;
 impl WriteField<Option<bool>> for PtrBool {
@@ -385,6 +387,35 @@ impl<T> WriteField<Option<T>> for Time {
         varint(out, 1 + varint_len(seconds as u64) as u64);
         key(out, 1, VARINT);
         varint(out, seconds as u64);
+        Ok(())
+    }
+}
+
+/// A `metav1.MicroTime`: an RFC 3339 string, written as seconds and, when not zero, the
+/// nanoseconds of its whole microseconds.
+pub struct MicroTime;
+impl<T> WriteField<Option<T>> for MicroTime {
+    fn write(out: &mut Vec<u8>, tag: u32, v: Option<&Value>) -> Written {
+        let s = match v {
+            None => return Ok(()),
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(Reject),
+        };
+        let t = strata_object::parse_time(s).ok_or(Reject)?;
+        let seconds = t.unix_timestamp() as u64;
+        let nanos = super::map::micro_nanos(t) as u64;
+        let mut len = 1 + varint_len(seconds);
+        if nanos != 0 {
+            len += 1 + varint_len(nanos);
+        }
+        key(out, tag, LEN);
+        varint(out, len as u64);
+        key(out, 1, VARINT);
+        varint(out, seconds);
+        if nanos != 0 {
+            key(out, 2, VARINT);
+            varint(out, nanos);
+        }
         Ok(())
     }
 }

@@ -118,3 +118,99 @@ pub struct NamespaceList {
     #[prost(message, repeated, tag = "2")]
     pub items: ::prost::alloc::vec::Vec<Namespace>,
 }
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Secret {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    >,
+    #[prost(btree_map = "string, bytes", tag = "2")]
+    pub data: ::prost::alloc::collections::BTreeMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::vec::Vec<u8>,
+    >,
+    #[prost(string, optional, tag = "3")]
+    pub r#type: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(btree_map = "string, string", tag = "4")]
+    pub string_data: ::prost::alloc::collections::BTreeMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(bool, optional, tag = "5")]
+    pub immutable: ::core::option::Option<bool>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SecretList {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ListMeta,
+    >,
+    #[prost(message, repeated, tag = "2")]
+    pub items: ::prost::alloc::vec::Vec<Secret>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EventSource {
+    #[prost(string, optional, tag = "1")]
+    pub component: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "2")]
+    pub host: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EventSeries {
+    #[prost(int32, optional, tag = "1")]
+    pub count: ::core::option::Option<i32>,
+    #[prost(message, optional, tag = "2")]
+    pub last_observed_time: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::MicroTime,
+    >,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Event {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    >,
+    #[prost(message, optional, tag = "2")]
+    pub involved_object: ::core::option::Option<ObjectReference>,
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub message: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, optional, tag = "5")]
+    pub source: ::core::option::Option<EventSource>,
+    #[prost(message, optional, tag = "6")]
+    pub first_timestamp: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::Time,
+    >,
+    #[prost(message, optional, tag = "7")]
+    pub last_timestamp: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::Time,
+    >,
+    #[prost(int32, optional, tag = "8")]
+    pub count: ::core::option::Option<i32>,
+    #[prost(string, optional, tag = "9")]
+    pub r#type: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, optional, tag = "10")]
+    pub event_time: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::MicroTime,
+    >,
+    #[prost(message, optional, tag = "11")]
+    pub series: ::core::option::Option<EventSeries>,
+    #[prost(string, optional, tag = "12")]
+    pub action: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, optional, tag = "13")]
+    pub related: ::core::option::Option<ObjectReference>,
+    #[prost(string, optional, tag = "14")]
+    pub reporting_component: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "15")]
+    pub reporting_instance: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct EventList {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ListMeta,
+    >,
+    #[prost(message, repeated, tag = "2")]
+    pub items: ::prost::alloc::vec::Vec<Event>,
+}

@@ -7,6 +7,15 @@ pub struct Time {
     #[prost(int32, optional, tag = "2")]
     pub nanos: ::core::option::Option<i32>,
 }
+/// A point in time with microseconds: seconds since the Unix epoch and the nanoseconds within
+/// the second (Lease times, Event times).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MicroTime {
+    #[prost(int64, optional, tag = "1")]
+    pub seconds: ::core::option::Option<i64>,
+    #[prost(int32, optional, tag = "2")]
+    pub nanos: ::core::option::Option<i32>,
+}
 /// A field set of server-side apply, as the raw bytes of its JSON form.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct FieldsV1 {
