@@ -1,15 +1,15 @@
-//! The built-in resource types: ServiceAccount and Namespace (core/v1), and the RBAC kinds
-//! (rbac.authorization.k8s.io/v1).
+//! The built-in resource types: ServiceAccount, Namespace, ConfigMap, Secret and Event (core/v1),
+//! Lease (coordination.k8s.io/v1), and the RBAC kinds (rbac.authorization.k8s.io/v1).
 //!
-//! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json` and
-//! `schemas/rbac-v1.json`, and their printer columns are Kubernetes' (Role and ClusterRole have
-//! none: Kubernetes gives them the default Table too).
+//! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json`,
+//! `schemas/coordination-v1.json` and `schemas/rbac-v1.json`, and their printer columns are
+//! Kubernetes' (Role and ClusterRole have none: Kubernetes gives them the default Table too).
 //! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
 //! registry's strategies, not here.
 
 use serde_json::{Map, Value};
 
-use crate::printer::{Cell, ColumnType, JsonPath, PrinterColumn, SubjectKind};
+use crate::printer::{Cell, ColumnType, EventCell, JsonPath, PrinterColumn, SubjectKind};
 use crate::resource::{
     GroupVersionKind, NameRule, ResourceType, Scope, SubResource, SubResourceBehaviour, Verb,
 };
@@ -17,11 +17,12 @@ use crate::selector::UnknownFieldStyle;
 
 const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
 const RBAC_V1_SCHEMAS: &str = include_str!("../schemas/rbac-v1.json");
+const COORDINATION_V1_SCHEMAS: &str = include_str!("../schemas/coordination-v1.json");
 
 /// Every component schema of the built-in types, keyed by component name.
 pub fn schema_catalog() -> Map<String, Value> {
     let mut catalog = Map::new();
-    for file in [CORE_V1_SCHEMAS, RBAC_V1_SCHEMAS] {
+    for file in [CORE_V1_SCHEMAS, RBAC_V1_SCHEMAS, COORDINATION_V1_SCHEMAS] {
         // The files are compiled in and checked by a unit test below.
         if let Ok(Value::Object(m)) = serde_json::from_str(file) {
             catalog.extend(m);
@@ -156,6 +157,129 @@ pub fn config_map() -> ResourceType {
             ColumnType::String,
             &data,
             Cell::Count(vec![path(".data"), path(".binaryData")]),
+        ),
+        age_column(&t),
+    ];
+    t
+}
+
+/// `secrets` (core/v1 Secret, namespaced).
+pub fn secret() -> ResourceType {
+    let mut t = core_v1("Secret", "secrets", "secret", Scope::Namespaced);
+    t.verbs = Verb::ALL.to_vec();
+    // Kubernetes' field-label conversion for Secrets adds the type.
+    t.selectable_fields.push("type".into());
+    let component = "io.k8s.api.core.v1.Secret";
+    t.printer_columns = vec![
+        name_column(&t),
+        PrinterColumn::new(
+            "Type",
+            ColumnType::String,
+            &field_doc(&t, component, "type"),
+            Cell::Path(path(".type")),
+        ),
+        PrinterColumn::new(
+            "Data",
+            ColumnType::String,
+            &field_doc(&t, component, "data"),
+            Cell::Count(vec![path(".data")]),
+        ),
+        age_column(&t),
+    ];
+    t
+}
+
+/// `events` (core/v1 Event, namespaced, short name `ev`).
+pub fn event() -> ResourceType {
+    let mut t = core_v1("Event", "events", "event", Scope::Namespaced);
+    t.short_names = vec!["ev".into()];
+    t.verbs = Verb::ALL.to_vec();
+    // Kubernetes' field-label conversion for Events: the involved object, reason, reporting
+    // component and type besides the name and namespace (its `source`, which stands for
+    // `source.component`, is not offered).
+    t.selectable_fields.extend(
+        [
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "type",
+        ]
+        .map(String::from),
+    );
+    let component = "io.k8s.api.core.v1.Event";
+    let doc = |field: &str| field_doc(&t, component, field);
+    let column = |name: &str, doc: String, cell: EventCell| {
+        PrinterColumn::new(name, ColumnType::String, &doc, Cell::Event(cell))
+    };
+    let field_path = t
+        .definitions
+        .get("io.k8s.api.core.v1.ObjectReference")
+        .and_then(|c| c.pointer("/properties/fieldPath/description"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    t.printer_columns = vec![
+        column("Last Seen", doc("lastTimestamp"), EventCell::LastSeen),
+        PrinterColumn::new(
+            "Type",
+            ColumnType::String,
+            &doc("type"),
+            Cell::Text(path(".type")),
+        ),
+        PrinterColumn::new(
+            "Reason",
+            ColumnType::String,
+            &doc("reason"),
+            Cell::Text(path(".reason")),
+        ),
+        column("Object", doc("involvedObject"), EventCell::Object),
+        PrinterColumn::new(
+            "Subobject",
+            ColumnType::String,
+            &field_path,
+            Cell::Text(path(".involvedObject.fieldPath")),
+        )
+        .with_priority(1),
+        column("Source", doc("source"), EventCell::Source).with_priority(1),
+        column("Message", doc("message"), EventCell::Message),
+        column("First Seen", doc("firstTimestamp"), EventCell::FirstSeen).with_priority(1),
+        column("Count", doc("count"), EventCell::Count).with_priority(1),
+        name_column(&t).with_priority(1),
+    ];
+    t
+}
+
+/// `leases` (coordination.k8s.io/v1 Lease, namespaced).
+pub fn lease() -> ResourceType {
+    let mut t = built_in(
+        "coordination.k8s.io",
+        "io.k8s.api.coordination.v1",
+        "Lease",
+        "leases",
+        "lease",
+        Scope::Namespaced,
+    );
+    t.verbs = Verb::ALL.to_vec();
+    let holder = t
+        .definitions
+        .get("io.k8s.api.coordination.v1.LeaseSpec")
+        .and_then(|c| c.pointer("/properties/holderIdentity/description"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    t.printer_columns = vec![
+        name_column(&t),
+        PrinterColumn::new(
+            "Holder",
+            ColumnType::String,
+            &holder,
+            Cell::Text(path(".spec.holderIdentity")),
         ),
         age_column(&t),
     ];
@@ -379,8 +503,11 @@ pub fn virtual_types() -> Vec<ResourceType> {
 pub fn all() -> Vec<ResourceType> {
     vec![
         config_map(),
+        event(),
         namespace(),
+        secret(),
         service_account(),
+        lease(),
         cluster_role_binding(),
         cluster_role(),
         role_binding(),
@@ -440,6 +567,26 @@ mod tests {
                 ]
             );
         }
+        assert_eq!(
+            names(&secret()),
+            [s("Name", 0), s("Type", 0), s("Data", 0), s("Age", 0)]
+        );
+        assert_eq!(names(&lease()), [s("Name", 0), s("Holder", 0), s("Age", 0)]);
+        assert_eq!(
+            names(&event()),
+            [
+                s("Last Seen", 0),
+                s("Type", 0),
+                s("Reason", 0),
+                s("Object", 0),
+                s("Subobject", 1),
+                s("Source", 1),
+                s("Message", 0),
+                s("First Seen", 1),
+                s("Count", 1),
+                s("Name", 1)
+            ]
+        );
         assert!(role().printer_columns.is_empty());
         assert!(cluster_role().printer_columns.is_empty());
         for t in all() {

@@ -56,6 +56,25 @@ pub enum SubjectKind {
     ServiceAccount,
 }
 
+/// The cells Kubernetes computes for a core/v1 Event from several fields at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventCell {
+    /// The age of the last occurrence: `series.lastObservedTime`, else `lastTimestamp`, else
+    /// the first occurrence.
+    LastSeen,
+    /// The age of `firstTimestamp`, else of `eventTime`.
+    FirstSeen,
+    /// `<lowercased kind>/<name>` of `involvedObject` (the kind alone without a name).
+    Object,
+    /// `source.component` (else `reportingComponent`), then `, <host>` (else the reporting
+    /// instance) when there is one.
+    Source,
+    /// `series.count`, else `count`, else 1 (an event seen once).
+    Count,
+    /// `message` without surrounding white space.
+    Message,
+}
+
 /// Where a column's cells come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cell {
@@ -73,6 +92,11 @@ pub enum Cell {
     RoleRef,
     /// The names of a binding's subjects of one kind, joined with `, `.
     Subjects(SubjectKind),
+    /// The string a JSONPath finds, or `""` when it finds none (Kubernetes' cell for an unset
+    /// optional string, such as a Lease's holder).
+    Text(JsonPath),
+    /// An Event's computed cell.
+    Event(EventCell),
 }
 
 /// One column of a type's Table.
@@ -126,7 +150,7 @@ impl PrinterColumn {
     /// kept for later readers.
     pub fn depends_on_time(&self) -> bool {
         match &self.cell {
-            Cell::Age => true,
+            Cell::Age | Cell::Event(EventCell::LastSeen | EventCell::FirstSeen) => true,
             Cell::Path(_) => self.column_type == ColumnType::Date,
             _ => false,
         }
@@ -170,7 +194,68 @@ impl PrinterColumn {
                 json!(format!("{}/{}", field("kind"), field("name")))
             }
             Cell::Subjects(kind) => json!(subjects(obj, *kind).join(", ")),
+            Cell::Text(path) => match path.find_in(obj).first() {
+                Some(Value::String(s)) => json!(s),
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => {
+                    typed_cell(ColumnType::String, v, now)
+                }
+                _ => json!(""),
+            },
+            Cell::Event(which) => event_cell(obj, *which, now),
         }
+    }
+}
+
+/// An Event's computed cell, as Kubernetes' event printer makes it.
+fn event_cell(obj: &Map<String, Value>, which: EventCell, now: OffsetDateTime) -> Value {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+    let top = |k: &str| text(obj.get(k));
+    let within = |outer: &str, k: &str| text(obj.get(outer).and_then(|o| o.get(k)));
+    let age = |t: &str| age_of(t, now);
+    let series = obj.get("series").filter(|s| s.is_object());
+    let first_seen = || match top("firstTimestamp") {
+        t if !t.is_empty() => age(&t),
+        _ => age(&top("eventTime")),
+    };
+    match which {
+        EventCell::FirstSeen => json!(first_seen()),
+        EventCell::LastSeen => {
+            if let Some(series) = series {
+                return json!(age(&text(series.get("lastObservedTime"))));
+            }
+            match top("lastTimestamp") {
+                t if !t.is_empty() => json!(age(&t)),
+                _ => json!(first_seen()),
+            }
+        }
+        EventCell::Object => {
+            let kind = within("involvedObject", "kind").to_lowercase();
+            match within("involvedObject", "name") {
+                name if name.is_empty() => json!(kind),
+                name => json!(format!("{kind}/{name}")),
+            }
+        }
+        EventCell::Source => {
+            let first = |a: String, b: String| if a.is_empty() { b } else { a };
+            let component = first(within("source", "component"), top("reportingComponent"));
+            let instance = first(within("source", "host"), top("reportingInstance"));
+            if instance.is_empty() {
+                json!(component)
+            } else {
+                json!(format!("{component}, {instance}"))
+            }
+        }
+        EventCell::Count => {
+            let count = |v: Option<&Value>| v.and_then(Value::as_i64).unwrap_or(0);
+            match series {
+                Some(s) => json!(count(s.get("count"))),
+                None => match count(obj.get("count")) {
+                    0 => json!(1),
+                    n => json!(n),
+                },
+            }
+        }
+        EventCell::Message => json!(top("message").trim()),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod cache;
 mod continue_token;
 mod delete;
 pub mod errors;
+pub mod kinds;
 mod reads;
 mod secrets;
 mod selection;

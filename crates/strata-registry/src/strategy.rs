@@ -53,6 +53,9 @@ pub trait Strategy: Send + Sync + 'static {
 pub fn builtin(info: &ResourceType) -> Arc<dyn Strategy> {
     match (info.group.as_str(), info.kind.as_str()) {
         ("", "ConfigMap") => Arc::new(ConfigMapStrategy),
+        ("", "Secret") => Arc::new(crate::kinds::SecretStrategy),
+        ("", "Event") => Arc::new(crate::kinds::EventStrategy),
+        ("coordination.k8s.io", "Lease") => Arc::new(crate::kinds::LeaseStrategy),
         ("", "Namespace") => Arc::new(NamespaceStrategy),
         ("", "ServiceAccount") => Arc::new(ServiceAccountStrategy),
         ("rbac.authorization.k8s.io", "Role") => Arc::new(RbacStrategy::new(RbacKind::Role)),
@@ -114,8 +117,9 @@ pub struct ConfigMapStrategy;
 const MAX_CONFIG_MAP_SIZE: usize = 1024 * 1024;
 
 impl ConfigMapStrategy {
-    /// Why `key` cannot name a value, in Kubernetes' words (`IsConfigMapKey`).
-    fn key_errors(key: &str) -> Vec<String> {
+    /// Why `key` cannot name a value, in Kubernetes' words (`IsConfigMapKey`); Secrets' keys
+    /// follow the same rule.
+    pub(crate) fn key_errors(key: &str) -> Vec<String> {
         let mut errors = Vec::new();
         if key.len() > 253 {
             errors.push("must be no more than 253 characters".to_string());

@@ -6,6 +6,7 @@ mod common;
 
 mod authn;
 mod cbor;
+mod controller_kinds;
 mod crash;
 mod deletion;
 mod etcd;
