@@ -13,13 +13,14 @@ use tokio::sync::oneshot;
 
 use crate::{unavailable, Keys};
 
-/// etcd's current revision by a linearizable read (a count of the prefix, so nothing is sent).
+/// etcd's current revision by a linearizable read of one key (the compaction key, present or
+/// not): the answer's header carries the revision, and etcd does no work per key under the
+/// prefix, as a count of the prefix would.
 pub(crate) async fn revision(client: &mut Client, keys: &Keys) -> Result<i64> {
-    let (start, end) = keys.scope();
     let resp = client
         .get(
-            start,
-            Some(GetOptions::new().with_range(end).with_count_only()),
+            keys.full(crate::COMPACT_KEY),
+            Some(GetOptions::new().with_keys_only()),
         )
         .await
         .map_err(unavailable)?;
