@@ -1,9 +1,11 @@
 //! The built-in resource types: ServiceAccount, Namespace, ConfigMap, Secret and Event (core/v1),
-//! Lease (coordination.k8s.io/v1), and the RBAC kinds (rbac.authorization.k8s.io/v1).
+//! Lease (coordination.k8s.io/v1), Event (events.k8s.io/v1, the core Events' objects), and the
+//! RBAC kinds (rbac.authorization.k8s.io/v1).
 //!
 //! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json`,
-//! `schemas/coordination-v1.json` and `schemas/rbac-v1.json`, and their printer columns are
-//! Kubernetes' (Role and ClusterRole have none: Kubernetes gives them the default Table too).
+//! `schemas/coordination-v1.json`, `schemas/events-v1.json` and `schemas/rbac-v1.json`, and their
+//! printer columns are Kubernetes' (Role and ClusterRole have none: Kubernetes gives them the
+//! default Table too).
 //! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
 //! registry's strategies, not here.
 
@@ -18,11 +20,17 @@ use crate::selector::UnknownFieldStyle;
 const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
 const RBAC_V1_SCHEMAS: &str = include_str!("../schemas/rbac-v1.json");
 const COORDINATION_V1_SCHEMAS: &str = include_str!("../schemas/coordination-v1.json");
+const EVENTS_V1_SCHEMAS: &str = include_str!("../schemas/events-v1.json");
 
 /// Every component schema of the built-in types, keyed by component name.
 pub fn schema_catalog() -> Map<String, Value> {
     let mut catalog = Map::new();
-    for file in [CORE_V1_SCHEMAS, RBAC_V1_SCHEMAS, COORDINATION_V1_SCHEMAS] {
+    for file in [
+        CORE_V1_SCHEMAS,
+        RBAC_V1_SCHEMAS,
+        COORDINATION_V1_SCHEMAS,
+        EVENTS_V1_SCHEMAS,
+    ] {
         // The files are compiled in and checked by a unit test below.
         if let Ok(Value::Object(m)) = serde_json::from_str(file) {
             catalog.extend(m);
@@ -212,47 +220,91 @@ pub fn event() -> ResourceType {
         ]
         .map(String::from),
     );
-    let component = "io.k8s.api.core.v1.Event";
-    let doc = |field: &str| field_doc(&t, component, field);
+    t.printer_columns = event_columns(&t);
+    t
+}
+
+/// `events` of `events.k8s.io/v1` (namespaced, short name `ev`): the same objects as core/v1
+/// Events, stored with them (`resource::COHABITING`) and converted by the registry's strategy
+/// (`regarding` for `involvedObject`, `note` for `message`, `deprecated…` for the core group's
+/// source, timestamps and count). It has no protobuf form yet.
+pub fn events_v1() -> ResourceType {
+    let mut t = built_in(
+        "events.k8s.io",
+        "io.k8s.api.events.v1",
+        "Event",
+        "events",
+        "event",
+        Scope::Namespaced,
+    );
+    t.short_names = vec!["ev".into()];
+    t.verbs = Verb::ALL.to_vec();
+    t.protobuf = false;
+    // Kubernetes' field-label conversion for events.k8s.io Events.
+    t.selectable_fields.extend(
+        [
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ]
+        .map(String::from),
+    );
+    t.printer_columns = event_columns(&t);
+    t
+}
+
+/// Kubernetes' Event columns, in its order, with descriptions from the core/v1 schema (both
+/// groups print them alike).
+fn event_columns(t: &ResourceType) -> Vec<PrinterColumn> {
+    let catalog = schema_catalog();
+    let doc = |component: &str, field: &str| {
+        catalog
+            .get(component)
+            .and_then(|c| c.get("properties"))
+            .and_then(|p| p.get(field))
+            .and_then(|f| f.get("description"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let event = |field: &str| doc("io.k8s.api.core.v1.Event", field);
     let column = |name: &str, doc: String, cell: EventCell| {
         PrinterColumn::new(name, ColumnType::String, &doc, Cell::Event(cell))
     };
-    let field_path = t
-        .definitions
-        .get("io.k8s.api.core.v1.ObjectReference")
-        .and_then(|c| c.pointer("/properties/fieldPath/description"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    t.printer_columns = vec![
-        column("Last Seen", doc("lastTimestamp"), EventCell::LastSeen),
+    vec![
+        column("Last Seen", event("lastTimestamp"), EventCell::LastSeen),
         PrinterColumn::new(
             "Type",
             ColumnType::String,
-            &doc("type"),
+            &event("type"),
             Cell::Text(path(".type")),
         ),
         PrinterColumn::new(
             "Reason",
             ColumnType::String,
-            &doc("reason"),
+            &event("reason"),
             Cell::Text(path(".reason")),
         ),
-        column("Object", doc("involvedObject"), EventCell::Object),
-        PrinterColumn::new(
+        column("Object", event("involvedObject"), EventCell::Object),
+        column(
             "Subobject",
-            ColumnType::String,
-            &field_path,
-            Cell::Text(path(".involvedObject.fieldPath")),
+            doc("io.k8s.api.core.v1.ObjectReference", "fieldPath"),
+            EventCell::Subobject,
         )
         .with_priority(1),
-        column("Source", doc("source"), EventCell::Source).with_priority(1),
-        column("Message", doc("message"), EventCell::Message),
-        column("First Seen", doc("firstTimestamp"), EventCell::FirstSeen).with_priority(1),
-        column("Count", doc("count"), EventCell::Count).with_priority(1),
-        name_column(&t).with_priority(1),
-    ];
-    t
+        column("Source", event("source"), EventCell::Source).with_priority(1),
+        column("Message", event("message"), EventCell::Message),
+        column("First Seen", event("firstTimestamp"), EventCell::FirstSeen).with_priority(1),
+        column("Count", event("count"), EventCell::Count).with_priority(1),
+        name_column(t).with_priority(1),
+    ]
 }
 
 /// `leases` (coordination.k8s.io/v1 Lease, namespaced).
@@ -508,6 +560,7 @@ pub fn all() -> Vec<ResourceType> {
         secret(),
         service_account(),
         lease(),
+        events_v1(),
         cluster_role_binding(),
         cluster_role(),
         role_binding(),
@@ -572,6 +625,7 @@ mod tests {
             [s("Name", 0), s("Type", 0), s("Data", 0), s("Age", 0)]
         );
         assert_eq!(names(&lease()), [s("Name", 0), s("Holder", 0), s("Age", 0)]);
+        assert_eq!(names(&event()), names(&events_v1()));
         assert_eq!(
             names(&event()),
             [

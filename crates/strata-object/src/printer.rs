@@ -56,9 +56,14 @@ pub enum SubjectKind {
     ServiceAccount,
 }
 
-/// The cells Kubernetes computes for a core/v1 Event from several fields at once.
+/// The cells Kubernetes computes for an Event from several fields at once. They read the
+/// core/v1 form and the events.k8s.io/v1 one (`regarding`, `note`, `deprecatedSource`,
+/// `deprecatedFirstTimestamp`, … in place of `involvedObject`, `message`, `source`, …): both
+/// groups print the same columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventCell {
+    /// `fieldPath` of the involved object.
+    Subobject,
     /// The age of the last occurrence: `series.lastObservedTime`, else `lastTimestamp`, else
     /// the first occurrence.
     LastSeen,
@@ -206,11 +211,27 @@ impl PrinterColumn {
     }
 }
 
+/// An Event's field by its core/v1 name, else by its events.k8s.io/v1 name.
+fn event_field<'a>(obj: &'a Map<String, Value>, core: &str) -> Option<&'a Value> {
+    let v1 = match core {
+        "involvedObject" => "regarding",
+        "message" => "note",
+        "source" => "deprecatedSource",
+        "firstTimestamp" => "deprecatedFirstTimestamp",
+        "lastTimestamp" => "deprecatedLastTimestamp",
+        "count" => "deprecatedCount",
+        "reportingComponent" => "reportingController",
+        other => other,
+    };
+    obj.get(core).or_else(|| obj.get(v1))
+}
+
 /// An Event's computed cell, as Kubernetes' event printer makes it.
 fn event_cell(obj: &Map<String, Value>, which: EventCell, now: OffsetDateTime) -> Value {
     let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
-    let top = |k: &str| text(obj.get(k));
-    let within = |outer: &str, k: &str| text(obj.get(outer).and_then(|o| o.get(k)));
+    let field = |k: &str| event_field(obj, k);
+    let top = |k: &str| text(field(k));
+    let within = |outer: &str, k: &str| text(field(outer).and_then(|o| o.get(k)));
     let age = |t: &str| age_of(t, now);
     let series = obj.get("series").filter(|s| s.is_object());
     let first_seen = || match top("firstTimestamp") {
@@ -249,13 +270,14 @@ fn event_cell(obj: &Map<String, Value>, which: EventCell, now: OffsetDateTime) -
             let count = |v: Option<&Value>| v.and_then(Value::as_i64).unwrap_or(0);
             match series {
                 Some(s) => json!(count(s.get("count"))),
-                None => match count(obj.get("count")) {
+                None => match count(field("count")) {
                     0 => json!(1),
                     n => json!(n),
                 },
             }
         }
         EventCell::Message => json!(top("message").trim()),
+        EventCell::Subobject => json!(within("involvedObject", "fieldPath")),
     }
 }
 

@@ -115,6 +115,15 @@ pub enum NameRule {
     Dns1123Label,
 }
 
+/// Resources served in one group and stored with the objects of another, as Kubernetes'
+/// cohabiting resources: (served group, resource) and (stored group, resource). The served
+/// type's strategy converts between the two forms.
+pub const COHABITING: [(GroupResource, GroupResource); 1] =
+    [(("events.k8s.io", "events"), ("", "events"))];
+
+/// A group and a plural resource name.
+pub type GroupResource = (&'static str, &'static str);
+
 /// The one description of a resource type that every layer reads.
 #[derive(Clone, Debug)]
 pub struct ResourceType {
@@ -173,12 +182,23 @@ impl ResourceType {
         self.subresources.iter().find(|s| s.name == name)
     }
 
+    /// The group and resource whose keys hold this type's objects: its own, or those of the
+    /// resource it shares storage with ([`COHABITING`]).
+    pub fn storage_resource(&self) -> (&str, &str) {
+        COHABITING
+            .iter()
+            .find(|(served, _)| *served == (self.group.as_str(), self.resource.as_str()))
+            .map_or(
+                (self.group.as_str(), self.resource.as_str()),
+                |(_, stored)| *stored,
+            )
+    }
+
     /// The storage key prefix for objects of this type (ends with `/`).
     pub fn key_prefix(&self) -> String {
-        if self.group.is_empty() {
-            format!("/registry/{}/", self.resource)
-        } else {
-            format!("/registry/{}/{}/", self.group, self.resource)
+        match self.storage_resource() {
+            ("", resource) => format!("/registry/{resource}/"),
+            (group, resource) => format!("/registry/{group}/{resource}/"),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The registry's side of the watch cache: how a stored value becomes a [`CachedObject`], and
 //! back into an [`Object`] where code needs the tree.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::Value;
 use strata_object::selector::field_value;
@@ -8,17 +10,19 @@ use strata_object::{Object, ResourceType, Status};
 use strata_store::Revision;
 use strata_watch::{CachedObject, Decoder};
 
+use crate::strategy::Strategy;
 use crate::version::to_resource_version;
 
-/// Decodes the stored JSON of one type.
+/// Decodes the stored JSON of one type (through its strategy's `convert_from_storage`).
 pub(crate) struct JsonDecoder {
     kind: String,
     api_version: String,
     fields: Vec<String>,
+    strategy: Arc<dyn Strategy>,
 }
 
 impl JsonDecoder {
-    pub(crate) fn new(info: &ResourceType) -> Self {
+    pub(crate) fn new(info: &ResourceType, strategy: Arc<dyn Strategy>) -> Self {
         let mut fields = vec![
             "metadata.name".to_string(),
             "metadata.namespace".to_string(),
@@ -32,15 +36,17 @@ impl JsonDecoder {
             kind: info.kind.clone(),
             api_version: info.api_version(),
             fields,
+            strategy,
         }
     }
 }
 
 impl Decoder for JsonDecoder {
     fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String> {
-        let obj: Object = serde_json::from_slice::<Value>(value)
+        let mut obj: Object = serde_json::from_slice::<Value>(value)
             .map_err(|e| e.to_string())
             .and_then(|v| Object::from_value(v).map_err(|e| e.to_string()))?;
+        self.strategy.convert_from_storage(&mut obj);
         Ok(self.cached(key, obj, revision))
     }
 

@@ -1,5 +1,6 @@
 //! The strategies of the kinds controllers need beside ConfigMaps: Secrets (core/v1), Events
-//! (core/v1) and Leases (coordination.k8s.io/v1), with Kubernetes' defaulting and validation.
+//! (core/v1, and the same objects at events.k8s.io/v1) and Leases (coordination.k8s.io/v1), with
+//! Kubernetes' defaulting, conversion and validation.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -329,75 +330,249 @@ impl Strategy for EventStrategy {
         for path in Self::MICRO_TIMES {
             check_micro_time(obj, path, &mut errors);
         }
-        let map = obj.as_map();
-        let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
-        let involved_namespace = map
-            .get("involvedObject")
-            .and_then(|o| o.get("namespace"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let namespace = obj.namespace();
-        let mismatch = || {
-            FieldError::invalid_string(
-                "involvedObject.namespace",
-                involved_namespace,
-                "does not match event.namespace",
-            )
-        };
-        let event_time = map
-            .get("eventTime")
-            .and_then(Value::as_str)
-            .and_then(parse_time);
-        match event_time {
-            None => {
-                // Old clients may leave the involved object's namespace out for events
-                // in `default`.
-                let agrees = if involved_namespace.is_empty() {
-                    namespace.is_empty() || namespace == "default"
-                } else {
-                    namespace == involved_namespace
-                };
-                if !agrees {
-                    errors.push(mismatch());
-                }
+        errors.extend(legacy_event_errors(obj, "reportingComponent"));
+        errors
+    }
+}
+
+/// Kubernetes' checks of every Event, whatever group it is written through (`obj` in the
+/// core/v1 form; `reporting` is how the request's group names the reporting controller).
+fn legacy_event_errors(obj: &Object, reporting: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let map = obj.as_map();
+    let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
+    let involved_namespace = map
+        .get("involvedObject")
+        .and_then(|o| o.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let namespace = obj.namespace();
+    let mismatch = || {
+        FieldError::invalid_string(
+            "involvedObject.namespace",
+            involved_namespace,
+            "does not match event.namespace",
+        )
+    };
+    let event_time = map
+        .get("eventTime")
+        .and_then(Value::as_str)
+        .and_then(parse_time);
+    match event_time {
+        None => {
+            // Old clients may leave the involved object's namespace out for events in
+            // `default`.
+            let agrees = if involved_namespace.is_empty() {
+                namespace.is_empty() || namespace == "default"
+            } else {
+                namespace == involved_namespace
+            };
+            if !agrees {
+                errors.push(mismatch());
             }
-            Some(_) => {
-                if involved_namespace.is_empty()
-                    && namespace != "default"
-                    && namespace != "kube-system"
-                {
-                    errors.push(mismatch());
-                }
-                let component = text("reportingComponent");
-                if component.is_empty() {
-                    errors.push(FieldError::required("reportingComponent", ""));
-                }
-                for why in qualified_name_errors(component) {
+        }
+        Some(_) => {
+            if involved_namespace.is_empty() && namespace != "default" && namespace != "kube-system"
+            {
+                errors.push(mismatch());
+            }
+            let component = text("reportingComponent");
+            if component.is_empty() {
+                errors.push(FieldError::required(reporting, ""));
+            }
+            for why in qualified_name_errors(component) {
+                errors.push(FieldError::invalid_string(reporting, component, why));
+            }
+            let limited = |field: &str, limit: usize, errors: &mut Vec<FieldError>| {
+                if text(field).chars().count() > limit {
                     errors.push(FieldError::invalid_string(
-                        "reportingComponent",
-                        component,
-                        why,
+                        field,
+                        "",
+                        format!("can have at most {limit} characters"),
                     ));
                 }
-                let limited = |field: &str, limit: usize, errors: &mut Vec<FieldError>| {
-                    if text(field).chars().count() > limit {
-                        errors.push(FieldError::invalid_string(
-                            field,
-                            "",
-                            format!("can have at most {limit} characters"),
-                        ));
-                    }
-                };
-                for field in ["reportingInstance", "action", "reason"] {
-                    if text(field).is_empty() {
-                        errors.push(FieldError::required(field, ""));
-                    }
-                    limited(field, EVENT_FIELD_LIMIT, &mut errors);
+            };
+            for field in ["reportingInstance", "action", "reason"] {
+                if text(field).is_empty() {
+                    errors.push(FieldError::required(field, ""));
                 }
-                limited("message", EVENT_MESSAGE_LIMIT, &mut errors);
+                limited(field, EVENT_FIELD_LIMIT, &mut errors);
+            }
+            limited("message", EVENT_MESSAGE_LIMIT, &mut errors);
+        }
+    }
+    errors
+}
+
+/// The fields events.k8s.io/v1 names otherwise than core/v1: (core name, events.k8s.io name).
+const EVENT_RENAMES: [(&str, &str); 7] = [
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reportingComponent", "reportingController"),
+];
+
+/// Renames an Event's fields into the other group's names (`to_v1`: core/v1 to
+/// events.k8s.io/v1) and sets the apiVersion it carries, if any. Renaming what is already in
+/// the target form changes nothing.
+fn convert_event(obj: &mut Object, to_v1: bool) {
+    let map = obj.as_map_mut();
+    for (core, v1) in EVENT_RENAMES {
+        let (from, to) = if to_v1 { (core, v1) } else { (v1, core) };
+        if let Some(v) = map.shift_remove(from) {
+            map.insert(to.into(), v);
+        }
+    }
+    if map.contains_key("apiVersion") {
+        let api_version = if to_v1 { "events.k8s.io/v1" } else { "v1" };
+        map.insert("apiVersion".into(), Value::String(api_version.into()));
+    }
+}
+
+/// Events served at events.k8s.io/v1: the core/v1 Events' objects, stored in the core form and
+/// renamed on the way in and out, with Kubernetes' stricter validation of this group (an
+/// `eventTime`, a Normal or Warning type, a valid series, no deprecated fields on create, and
+/// the descriptive fields immutable).
+#[derive(Debug, Default)]
+pub struct EventsV1Strategy;
+
+impl EventsV1Strategy {
+    const MICRO_TIMES: [&'static [&'static str]; 2] =
+        [&["eventTime"], &["series", "lastObservedTime"]];
+
+    fn normalize(obj: &mut Object) {
+        for path in Self::MICRO_TIMES {
+            normalize_micro_time(obj, path);
+        }
+    }
+
+    fn series_errors(obj: &Object) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if let Some(series) = obj.as_map().get("series").filter(|s| s.is_object()) {
+            if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
+                errors.push(FieldError::invalid_string(
+                    "series.count",
+                    "",
+                    "should be at least 2",
+                ));
+            }
+            if series.get("lastObservedTime").is_none_or(Value::is_null) {
+                errors.push(FieldError::required("series.lastObservedTime", ""));
             }
         }
         errors
+    }
+}
+
+impl Strategy for EventsV1Strategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        Self::normalize(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        Self::normalize(new);
+    }
+
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        for path in Self::MICRO_TIMES {
+            check_micro_time(obj, path, &mut errors);
+        }
+        let mut core = obj.clone();
+        convert_event(&mut core, false);
+        errors.extend(legacy_event_errors(&core, "reportingController"));
+        errors.extend(Self::series_errors(obj));
+        let map = obj.as_map();
+        let set = |k: &str| map.get(k).is_some_and(|v| !v.is_null());
+        if !set("eventTime") {
+            errors.push(FieldError::required("eventTime", ""));
+        }
+        let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
+        if kind != "Normal" && kind != "Warning" {
+            errors.push(FieldError::invalid_string(
+                "type",
+                "",
+                format!("has invalid value: {kind}"),
+            ));
+        }
+        let unset = |field: &str| FieldError::invalid_string(field, "", "needs to be unset");
+        for field in ["deprecatedFirstTimestamp", "deprecatedLastTimestamp"] {
+            if map
+                .get(field)
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+            {
+                errors.push(unset(field));
+            }
+        }
+        if map
+            .get("deprecatedCount")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            != 0
+        {
+            errors.push(unset("deprecatedCount"));
+        }
+        let source = |k: &str| {
+            map.get("deprecatedSource")
+                .and_then(|s| s.get(k))
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+        };
+        if source("component") || source("host") {
+            errors.push(unset("deprecatedSource"));
+        }
+        errors
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let (n, o) = (new.as_map(), old.as_map());
+        let absent = Value::Null;
+        for field in [
+            "regarding",
+            "reason",
+            "note",
+            "deprecatedSource",
+            "deprecatedFirstTimestamp",
+            "deprecatedLastTimestamp",
+            "deprecatedCount",
+            "type",
+            "eventTime",
+            "action",
+            "related",
+            "reportingController",
+            "reportingInstance",
+        ] {
+            let (a, b) = (
+                n.get(field).unwrap_or(&absent),
+                o.get(field).unwrap_or(&absent),
+            );
+            if a != b {
+                let value = match a {
+                    Value::String(s) => strata_object::go::quote(s),
+                    other => other.to_string(),
+                };
+                errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    field,
+                    Some(value),
+                    "field is immutable",
+                ));
+            }
+        }
+        errors
+    }
+
+    fn convert_from_storage(&self, obj: &mut Object) {
+        convert_event(obj, true);
+    }
+
+    fn convert_to_storage(&self, obj: &mut Object) {
+        convert_event(obj, false);
     }
 }
 

@@ -162,7 +162,7 @@ impl Registry {
     /// it takes for routing, discovery and OpenAPI to serve it. Types that come while serving
     /// use [`Registry::add_type`].
     pub fn register(&self, info: ResourceType, strategy: Arc<dyn Strategy>) {
-        let decoder = Arc::new(JsonDecoder::new(&info));
+        let decoder = Arc::new(JsonDecoder::new(&info, strategy.clone()));
         let cache = self.caches.add(
             &Self::cache_name(&info),
             &info.key_prefix(),
@@ -195,7 +195,7 @@ impl Registry {
                 &info.resource,
             ));
         }
-        let decoder = Arc::new(JsonDecoder::new(&info));
+        let decoder = Arc::new(JsonDecoder::new(&info, strategy.clone()));
         let cache = self
             .caches
             .add_running(
@@ -320,10 +320,11 @@ fn unix_now() -> u64 {
 }
 
 /// The stored form of an object: compact JSON without `resourceVersion` (the revision is the
-/// version).
-fn encode_stored(obj: &Object) -> Bytes {
+/// version), in the form its type is stored in.
+fn encode_stored(rt: &RegisteredType, obj: &Object) -> Bytes {
     let mut v = obj.clone();
     v.set_resource_version("");
+    rt.strategy.convert_to_storage(&mut v);
     Bytes::from(strata_codec::json::compact(&v.into_value()))
 }
 
@@ -335,6 +336,7 @@ fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
         .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
     let mut obj = Object::from_value(value)
         .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
+    rt.strategy.convert_from_storage(&mut obj);
     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
     Ok(obj)
 }

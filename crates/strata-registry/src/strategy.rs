@@ -46,6 +46,14 @@ pub trait Strategy: Send + Sync + 'static {
     fn holds_deletion(&self, _obj: &Object) -> bool {
         false
     }
+
+    /// Turns a stored object into this type's form, for a type stored with another's objects
+    /// (`strata_object::resource::COHABITING`); the stored form is usually the type's own.
+    fn convert_from_storage(&self, _obj: &mut Object) {}
+
+    /// Turns an object of this type into the form it is stored in (the inverse of
+    /// [`Strategy::convert_from_storage`]).
+    fn convert_to_storage(&self, _obj: &mut Object) {}
 }
 
 /// The strategy of a built-in type (`strata_object::builtin::all()`), by its group and kind;
@@ -55,6 +63,7 @@ pub fn builtin(info: &ResourceType) -> Arc<dyn Strategy> {
         ("", "ConfigMap") => Arc::new(ConfigMapStrategy),
         ("", "Secret") => Arc::new(crate::kinds::SecretStrategy),
         ("", "Event") => Arc::new(crate::kinds::EventStrategy),
+        ("events.k8s.io", "Event") => Arc::new(crate::kinds::EventsV1Strategy),
         ("coordination.k8s.io", "Lease") => Arc::new(crate::kinds::LeaseStrategy),
         ("", "Namespace") => Arc::new(NamespaceStrategy),
         ("", "ServiceAccount") => Arc::new(ServiceAccountStrategy),

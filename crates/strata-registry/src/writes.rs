@@ -221,7 +221,7 @@ impl Registry {
         let mut attempts = 0;
         loop {
             let key = rt.info.key(obj.namespace(), obj.name());
-            match self.store.create(&key, encode_stored(&obj)).await {
+            match self.store.create(&key, encode_stored(rt, &obj)).await {
                 Ok(kv) => {
                     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
                     return Ok(obj);
@@ -504,7 +504,7 @@ impl Registry {
                 admit(&obj, Some(&current))?;
             }
             obj.set_resource_version("");
-            let bytes = encode_stored(&obj);
+            let bytes = encode_stored(rt, &obj);
             let terminating = !obj.deletion_timestamp().is_empty();
             if terminating && obj.finalizers().is_empty() && !rt.strategy.holds_deletion(&obj) {
                 // The last finalizer is gone: the update completes the deletion.

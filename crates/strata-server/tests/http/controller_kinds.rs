@@ -1,5 +1,5 @@
-//! The kinds controllers need beside ConfigMaps: Secret and Event (core/v1) and Lease
-//! (coordination.k8s.io/v1), over HTTP: create, read, update, patch and delete, Kubernetes'
+//! The kinds controllers need beside ConfigMaps: Secret and Event (core/v1, and the same
+//! objects at events.k8s.io/v1) and Lease (coordination.k8s.io/v1), over HTTP: create, read, update, patch and delete, Kubernetes'
 //! validation with its 422 causes, Secrets' `stringData` merge and immutability, MicroTimes,
 //! their Table columns, protobuf bodies both ways (checked with the independent k8s-pb build),
 //! and kubectl 1.31 and 1.37 (`create secret generic`, `get secrets|leases|events`) over TLS.
@@ -19,6 +19,7 @@ use crate::common::{assert_status, run_with_timeout, Reply, TestServer};
 const SECRETS: &str = "/api/v1/namespaces/default/secrets";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+const EVENTS_V1: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
@@ -437,6 +438,176 @@ async fn events_follow_kubernetes_validation() {
         .find(|r| r["name"] == "events")
         .unwrap_or_else(|| panic!("no events in {v1}"));
     assert_eq!(events["shortNames"], json!(["ev"]));
+}
+
+/// A recorder's event as events.k8s.io/v1 writes it.
+fn v1_event(name: &str) -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+           "regarding": {"kind": "Pod", "namespace": "default", "name": "web-0"},
+           "note": "scaled up", "reason": "Scaled", "action": "Scaling", "type": "Normal",
+           "eventTime": "2025-01-01T00:00:00.25Z",
+           "reportingController": "example.com/scaler", "reportingInstance": "scaler-0"})
+}
+
+#[tokio::test]
+async fn events_k8s_io_serves_the_same_objects_converted() {
+    let s = TestServer::start();
+    // Watch both groups from the start.
+    let mut core_watch = s.watch(&format!("{EVENTS}?watch=1")).await;
+    let mut v1_watch = s.watch(&format!("{EVENTS_V1}?watch=1")).await;
+
+    // Written through events.k8s.io, read through both.
+    let made = created(&s, EVENTS_V1, v1_event("scale.1")).await;
+    assert_eq!(made["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(made["regarding"]["name"], "web-0");
+    assert_eq!(made["note"], "scaled up");
+    assert_eq!(made["eventTime"], "2025-01-01T00:00:00.250000Z");
+    assert!(made.get("involvedObject").is_none(), "{made}");
+    let core = s.get(&format!("{EVENTS}/scale.1")).await.json();
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["involvedObject"], made["regarding"]);
+    assert_eq!(core["message"], "scaled up");
+    assert_eq!(core["reportingComponent"], "example.com/scaler");
+    assert!(
+        core.get("regarding").is_none() && core.get("note").is_none(),
+        "{core}"
+    );
+    assert_eq!(
+        core["metadata"]["resourceVersion"],
+        made["metadata"]["resourceVersion"]
+    );
+
+    // Written through the core group, read through events.k8s.io.
+    created(&s, EVENTS, pod_event("web-0.1")).await;
+    let v1 = s.get(&format!("{EVENTS_V1}/web-0.1")).await.json();
+    assert_eq!(v1["kind"], "Event");
+    assert_eq!(v1["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(v1["regarding"]["fieldPath"], "spec.containers{web}");
+    assert_eq!(v1["deprecatedCount"], 4);
+    assert_eq!(v1["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(v1["deprecatedFirstTimestamp"], "2025-01-01T00:00:00Z");
+    assert_eq!(v1["deprecatedLastTimestamp"], "2025-01-01T00:05:00Z");
+
+    // Each watch sees both, in its own group's form.
+    for (watch, regarding, api_version) in [
+        (&mut core_watch, "involvedObject", "v1"),
+        (&mut v1_watch, "regarding", "events.k8s.io/v1"),
+    ] {
+        for name in ["scale.1", "web-0.1"] {
+            let e = watch.next_change().await;
+            assert_eq!(e["type"], "ADDED", "{e}");
+            assert_eq!(e["object"]["metadata"]["name"], name, "{e}");
+            assert_eq!(e["object"]["apiVersion"], api_version, "{e}");
+            assert!(e["object"][regarding].is_object(), "{e}");
+        }
+    }
+
+    // Lists, field selectors and Tables per group.
+    let list = s.get(EVENTS_V1).await.json();
+    assert_eq!(list["kind"], "EventList");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
+    let r = s
+        .get(&format!(
+            "{EVENTS_V1}?fieldSelector=reportingController%3Dexample.com/scaler"
+        ))
+        .await;
+    assert_eq!(r.code(), 200, "{}", body(&r));
+    let items = r.json()["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "scale.1");
+    let t = table(&s, &format!("{EVENTS_V1}/web-0.1")).await;
+    let cells = only_row(&t);
+    assert_eq!(
+        cells[3..7],
+        [
+            json!("pod/web-0"),
+            json!("spec.containers{web}"),
+            json!("kubelet, node-1"),
+            json!("pulled the image")
+        ]
+    );
+
+    // events.k8s.io's own rules: an eventTime, a known type, no deprecated fields, a series
+    // of at least two.
+    let r = s
+        .post_json(
+            EVENTS_V1,
+            &json!({"metadata": {"name": "bad"}, "type": "Bogus", "deprecatedCount": 5,
+                    "regarding": {"kind": "Pod", "namespace": "default", "name": "web-0"}}),
+        )
+        .await;
+    assert_causes(
+        &r,
+        "Event",
+        &[
+            ("FieldValueRequired", "eventTime", "Required value"),
+            (
+                "FieldValueInvalid",
+                "type",
+                "Invalid value: \"\": has invalid value: Bogus",
+            ),
+            (
+                "FieldValueInvalid",
+                "deprecatedCount",
+                "Invalid value: \"\": needs to be unset",
+            ),
+        ],
+    );
+    assert_eq!(r.json()["details"]["group"], "events.k8s.io");
+    let mut series = v1_event("series");
+    series["series"] = json!({"count": 1, "lastObservedTime": "2025-01-01T00:00:01Z"});
+    let r = s.post_json(EVENTS_V1, &series).await;
+    assert_causes(
+        &r,
+        "Event",
+        &[(
+            "FieldValueInvalid",
+            "series.count",
+            "Invalid value: \"\": should be at least 2",
+        )],
+    );
+    // What an event says cannot change; its series can.
+    let r = s
+        .patch_merge(&format!("{EVENTS_V1}/scale.1"), &json!({"note": "other"}))
+        .await;
+    assert_causes(
+        &r,
+        "Event",
+        &[(
+            "FieldValueInvalid",
+            "note",
+            "Invalid value: \"other\": field is immutable",
+        )],
+    );
+    let r = s
+        .patch_merge(
+            &format!("{EVENTS_V1}/scale.1"),
+            &json!({"series": {"count": 2, "lastObservedTime": "2025-01-01T00:01:00Z"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", body(&r));
+    assert_eq!(
+        r.json()["series"]["lastObservedTime"],
+        "2025-01-01T00:01:00.000000Z"
+    );
+    let core = s.get(&format!("{EVENTS}/scale.1")).await.json();
+    assert_eq!(core["series"]["count"], 2);
+    assert_eq!(core["apiVersion"], "v1");
+
+    // Deleting through one group deletes it from both.
+    let r = s.delete(&format!("{EVENTS_V1}/web-0.1")).await;
+    assert_eq!(r.code(), 200, "{}", body(&r));
+    assert_eq!(s.get(&format!("{EVENTS}/web-0.1")).await.code(), 404);
+
+    // Discovery lists the group.
+    let v1 = s.get("/apis/events.k8s.io/v1").await.json();
+    let events = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "events")
+        .unwrap_or_else(|| panic!("no events in {v1}"));
+    assert_eq!(events["kind"], "Event");
 }
 
 async fn table(s: &TestServer, path: &str) -> Value {
