@@ -227,7 +227,7 @@ pub fn event() -> ResourceType {
 /// `events` of `events.k8s.io/v1` (namespaced, short name `ev`): the same objects as core/v1
 /// Events, stored with them (`resource::COHABITING`) and converted by the registry's strategy
 /// (`regarding` for `involvedObject`, `note` for `message`, `deprecated…` for the core group's
-/// source, timestamps and count). It has no protobuf form yet.
+/// source, timestamps and count).
 pub fn events_v1() -> ResourceType {
     let mut t = built_in(
         "events.k8s.io",
@@ -239,7 +239,6 @@ pub fn events_v1() -> ResourceType {
     );
     t.short_names = vec!["ev".into()];
     t.verbs = Verb::ALL.to_vec();
-    t.protobuf = false;
     // Kubernetes' field-label conversion for events.k8s.io Events.
     t.selectable_fields.extend(
         [

@@ -11,6 +11,7 @@ use super::generated::k8s::io::api::authentication::v1 as authn;
 use super::generated::k8s::io::api::authorization::v1 as authz;
 use super::generated::k8s::io::api::coordination::v1 as coordination;
 use super::generated::k8s::io::api::core::v1 as core;
+use super::generated::k8s::io::api::events::v1 as events;
 use super::generated::k8s::io::api::rbac::v1 as rbac;
 use super::generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
 use super::write;
@@ -659,6 +660,34 @@ json_form!(core::Event {
 });
 
 json_form!(core::EventList {
+    metadata: "metadata" => Obj @ 1,
+    items: "items" => Items @ 2,
+});
+
+json_form!(events::EventSeries {
+    count: "count" => Int32 @ 1,
+    last_observed_time: "lastObservedTime" => MicroTime @ 2,
+});
+
+json_form!(events::Event {
+    metadata: "metadata" => Obj @ 1,
+    event_time: "eventTime" => MicroTime @ 2,
+    series: "series" => PtrObj @ 3,
+    reporting_controller: "reportingController" => Str @ 4,
+    reporting_instance: "reportingInstance" => Str @ 5,
+    action: "action" => Str @ 6,
+    reason: "reason" => Str @ 7,
+    regarding: "regarding" => Obj @ 8,
+    related: "related" => PtrObj @ 9,
+    note: "note" => Str @ 10,
+    r#type: "type" => Str @ 11,
+    deprecated_source: "deprecatedSource" => Obj @ 12,
+    deprecated_first_timestamp: "deprecatedFirstTimestamp" => Time @ 13,
+    deprecated_last_timestamp: "deprecatedLastTimestamp" => Time @ 14,
+    deprecated_count: "deprecatedCount" => Int32 @ 15,
+});
+
+json_form!(events::EventList {
     metadata: "metadata" => Obj @ 1,
     items: "items" => Items @ 2,
 });

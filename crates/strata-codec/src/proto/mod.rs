@@ -24,6 +24,7 @@ use generated::k8s::io::api::authentication::v1 as authn;
 use generated::k8s::io::api::authorization::v1 as authz;
 use generated::k8s::io::api::coordination::v1 as coordination;
 use generated::k8s::io::api::core::v1 as core;
+use generated::k8s::io::api::events::v1 as events;
 use generated::k8s::io::api::rbac::v1 as rbac;
 use generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
 use generated::k8s::io::apimachinery::pkg::runtime;
@@ -79,6 +80,8 @@ message_types! {
     "" "v1" "EventList" => core::EventList, direct;
     "coordination.k8s.io" "v1" "Lease" => coordination::Lease, direct;
     "coordination.k8s.io" "v1" "LeaseList" => coordination::LeaseList, direct;
+    "events.k8s.io" "v1" "Event" => events::Event, direct;
+    "events.k8s.io" "v1" "EventList" => events::EventList, direct;
     * * "Status" => meta::Status, direct;
     * * "DeleteOptions" => meta::DeleteOptions, direct;
     "authentication.k8s.io" "v1" "TokenRequest" => authn::TokenRequest, direct;
@@ -530,7 +533,19 @@ mod tests {
             json!({"kind": kind, "apiVersion": api_version,
                    "metadata": {"resourceVersion": "42"}, "items": [item]})
         };
+        let v1_event = json!({"kind": "Event", "apiVersion": "events.k8s.io/v1",
+            "metadata": meta("pod.18"), "eventTime": "2025-03-04T05:06:07.123456Z",
+            "series": {"count": 2, "lastObservedTime": "2025-03-04T05:07:07.000001Z"},
+            "reportingController": "example.com/scaler", "reportingInstance": "scaler-0",
+            "action": "Scaling", "reason": "Scaled",
+            "regarding": {"kind": "Deployment", "namespace": "team-a", "name": "web"},
+            "related": {"kind": "Pod", "name": "web-0"}, "note": "scaled up", "type": "Normal",
+            "deprecatedSource": {"component": "scaler"},
+            "deprecatedFirstTimestamp": "2025-03-04T05:06:07Z",
+            "deprecatedLastTimestamp": "2025-03-04T05:07:07Z", "deprecatedCount": 2});
         vec![
+            list("EventList", "events.k8s.io/v1", &v1_event),
+            v1_event,
             list("SecretList", "v1", &secret),
             list("EventList", "v1", &event),
             list("LeaseList", "coordination.k8s.io/v1", &lease),

@@ -1,14 +1,16 @@
 //! The kinds controllers need beside ConfigMaps: Secret and Event (core/v1, and the same
-//! objects at events.k8s.io/v1) and Lease (coordination.k8s.io/v1), over HTTP: create, read, update, patch and delete, Kubernetes'
-//! validation with its 422 causes, Secrets' `stringData` merge and immutability, MicroTimes,
-//! their Table columns, protobuf bodies both ways (checked with the independent k8s-pb build),
-//! and kubectl 1.31 and 1.37 (`create secret generic`, `get secrets|leases|events`) over TLS.
+//! objects at events.k8s.io/v1) and Lease (coordination.k8s.io/v1), over HTTP: create, read,
+//! update, patch and delete, Kubernetes' validation with its 422 causes, Secrets' `stringData`
+//! merge and immutability, MicroTimes, their Table columns, protobuf bodies both ways (checked
+//! with the independent k8s-pb build), and kubectl 1.31 and 1.37 (`create secret generic`,
+//! `get secrets|leases|events`, `events`) over TLS.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_pb::api::coordination::v1 as coordination;
 use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::events::v1 as events;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
 use prost::Message;
@@ -913,6 +915,43 @@ async fn protobuf_round_trips_through_an_independent_build() {
     let list = get_protobuf(&s, EVENTS).await;
     let list = core::EventList::decode(opened(&list, "EventList").as_slice()).unwrap();
     assert_eq!(list.items.len(), 1);
+
+    // The same event through events.k8s.io/v1, in that group's message.
+    let r = get_protobuf(&s, &format!("{EVENTS_V1}/pb.1")).await;
+    let v1 = events::Event::decode(opened(&r, "Event").as_slice()).unwrap();
+    assert_eq!(v1.regarding, event.involved_object);
+    assert_eq!(v1.note.as_deref(), Some("pulled"));
+    assert_eq!(v1.deprecated_count, Some(2));
+    assert_eq!(v1.deprecated_source, event.source);
+    assert_eq!(v1.event_time, event.event_time);
+    assert_eq!(v1.reporting_controller.as_deref(), Some("kubelet"));
+    let recorded = events::Event {
+        metadata: named("pb.2"),
+        event_time: Some(micro(1_735_689_600, 250_000_000)),
+        reporting_controller: Some("example.com/scaler".into()),
+        reporting_instance: Some("scaler-0".into()),
+        action: Some("Scaling".into()),
+        reason: Some("Scaled".into()),
+        regarding: event.involved_object.clone(),
+        note: Some("scaled up".into()),
+        r#type: Some("Normal".into()),
+        ..Default::default()
+    };
+    let r = post_protobuf(
+        &s,
+        EVENTS_V1,
+        envelope("events.k8s.io/v1", "Event", recorded.encode_to_vec()),
+    )
+    .await;
+    let back = events::Event::decode(opened(&r, "Event").as_slice()).unwrap();
+    assert_eq!(back.note.as_deref(), Some("scaled up"));
+    assert_eq!(back.event_time, recorded.event_time);
+    let core = s.get(&format!("{EVENTS}/pb.2")).await.json();
+    assert_eq!(core["message"], "scaled up");
+    assert_eq!(core["eventTime"], "2025-01-01T00:00:00.250000Z");
+    let list = get_protobuf(&s, EVENTS_V1).await;
+    let list = events::EventList::decode(opened(&list, "EventList").as_slice()).unwrap();
+    assert_eq!(list.items.len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1055,6 +1094,19 @@ fn kubectl_controller_kinds(binary: &str) {
             "the",
             "account"
         ],
+        "{out}"
+    );
+    // `kubectl events` lists them with its own printer.
+    let out = k(&["events", "-n", "team"]);
+    assert_eq!(
+        words(&out, "LAST"),
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.contains("Created")
+            && l.contains("robot")
+            && l.contains("created the account")),
         "{out}"
     );
     let out = k(&["get", "events", "-n", "team", "-o", "wide"]);

@@ -22,6 +22,11 @@ pub mod k8s {
                     include!("k8s.io.api.core.v1.rs");
                 }
             }
+            pub mod events {
+                pub mod v1 {
+                    include!("k8s.io.api.events.v1.rs");
+                }
+            }
             pub mod rbac {
                 pub mod v1 {
                     include!("k8s.io.api.rbac.v1.rs");
