@@ -616,6 +616,119 @@ fn config_map_list() -> Value {
     })
 }
 
+fn secret() -> Value {
+    json!({
+        "kind": "Secret",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "edge-tls",
+            "namespace": "edge",
+            "uid": "2c4e6a8b-0d1f-4a3c-9e5b-7d9f1b3d5f7a",
+            "resourceVersion": "60301",
+            "creationTimestamp": "2026-11-22T10:20:00Z",
+            "labels": {"app.kubernetes.io/name": "edge-proxy"},
+            "managedFields": [{
+                "manager": "kubectl-create",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": "2026-11-22T10:20:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {".": {}, "f:tls.crt": {}, "f:tls.key": {}}, "f:type": {}}
+            }]
+        },
+        "immutable": true,
+        "data": {
+            "tls.crt": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
+            "tls.key": "AAEC/w==",
+            "empty": ""
+        },
+        "type": "kubernetes.io/tls"
+    })
+}
+
+fn secret_list() -> Value {
+    json!({
+        "kind": "SecretList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "60310"},
+        "items": [
+            list_item(secret()),
+            {"metadata": {"name": "db", "namespace": "edge", "uid": "3d5f7b9c-1e2a-4b4d-8f6c-8e0a2c4e6a8b", "resourceVersion": "40", "creationTimestamp": "2026-11-22T10:00:00Z"}, "data": {"password": "czNjcmV0"}, "type": "Opaque"}
+        ]
+    })
+}
+
+fn event() -> Value {
+    json!({
+        "kind": "Event",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "edge-proxy-0.187a2b3c4d5e6f70",
+            "namespace": "edge",
+            "uid": "4e6a8c0d-2f3b-4c5e-9a7d-9f1b3d5f7a9c",
+            "resourceVersion": "60405",
+            "creationTimestamp": "2026-11-22T10:30:00Z"
+        },
+        "involvedObject": {"kind": "Pod", "namespace": "edge", "name": "edge-proxy-0", "uid": "5f7b9d1e-3a4c-4d6f-8b8e-0a2c4e6a8c0d", "apiVersion": "v1", "resourceVersion": "60390", "fieldPath": "spec.containers{proxy}"},
+        "reason": "Pulled",
+        "message": "Successfully pulled image \"edge-proxy:1.4\" in 1.2s",
+        "source": {"component": "kubelet", "host": "node-7"},
+        "firstTimestamp": "2026-11-22T10:30:00Z",
+        "lastTimestamp": "2026-11-22T10:35:00Z",
+        "count": 3,
+        "type": "Normal",
+        "eventTime": "2026-11-22T10:30:00.123456Z",
+        "series": {"count": 3, "lastObservedTime": "2026-11-22T10:35:00.000001Z"},
+        "action": "Pulling",
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-7"
+    })
+}
+
+fn events_v1_event() -> Value {
+    json!({
+        "kind": "Event",
+        "apiVersion": "events.k8s.io/v1",
+        "metadata": {
+            "name": "edge-proxy.187a2b3c4d5e6f71",
+            "namespace": "edge",
+            "uid": "6a8c0e2f-4b5d-4e7a-9c9f-1b3d5f7a9c0e",
+            "resourceVersion": "60410",
+            "creationTimestamp": "2026-11-22T10:31:00Z"
+        },
+        "eventTime": "2026-11-22T10:31:00.500000Z",
+        "reportingController": "example.com/autoscaler",
+        "reportingInstance": "autoscaler-5d8f",
+        "action": "Scaling",
+        "reason": "ScaledUp",
+        "regarding": {"kind": "Deployment", "namespace": "edge", "name": "edge-proxy", "apiVersion": "apps/v1"},
+        "note": "replicas 2 -> 3",
+        "type": "Normal",
+        "deprecatedSource": {}
+    })
+}
+
+fn lease() -> Value {
+    json!({
+        "kind": "Lease",
+        "apiVersion": "coordination.k8s.io/v1",
+        "metadata": {
+            "name": "edge-controller",
+            "namespace": "edge",
+            "uid": "7b9d1f3a-5c6e-4f8b-8d0a-2c4e6a8c0e2f",
+            "resourceVersion": "60420",
+            "creationTimestamp": "2026-11-22T10:00:00Z"
+        },
+        "spec": {
+            "holderIdentity": "edge-controller-6c9f_3b1e",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-11-22T10:00:00.000000Z",
+            "renewTime": "2026-11-22T10:36:12.654321Z",
+            "leaseTransitions": 0
+        }
+    })
+}
+
 fn rbac_meta(name: &str, namespace: Option<&str>) -> Value {
     let mut meta = json!({
         "name": name,
@@ -715,6 +828,11 @@ fn fixtures() -> Vec<Fixture> {
         object("authentication.k8s.io.v1.TokenRequest", token_request()),
         object("v1.ConfigMap", config_map()),
         object("v1.ConfigMapList", config_map_list()),
+        object("v1.Secret", secret()),
+        object("v1.SecretList", secret_list()),
+        object("v1.Event", event()),
+        object("events.k8s.io.v1.Event", events_v1_event()),
+        object("coordination.k8s.io.v1.Lease", lease()),
         object("rbac.authorization.k8s.io.v1.Role", role()),
         object("rbac.authorization.k8s.io.v1.ClusterRole", cluster_role()),
         object(
