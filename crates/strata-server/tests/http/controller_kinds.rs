@@ -244,6 +244,16 @@ async fn secrets_merge_string_data_check_types_and_stay_immutable() {
         .filter_map(|i| i["metadata"]["name"].as_str())
         .collect();
     assert_eq!(names, ["creds", "docker", "frozen"]);
+    // Secrets select by type, as Kubernetes' field labels allow.
+    let r = s
+        .get(&format!(
+            "{SECRETS}?fieldSelector=type%3Dkubernetes.io/dockerconfigjson"
+        ))
+        .await;
+    assert_eq!(r.code(), 200, "{}", body(&r));
+    let items = r.json()["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "docker");
     let r = s.delete(&frozen).await;
     assert_eq!(r.code(), 200, "{}", body(&r));
     assert_eq!(s.get(&frozen).await.code(), 404);
