@@ -24,6 +24,7 @@
 
 mod feed;
 pub mod load;
+mod members;
 mod quorum;
 pub mod testing;
 
@@ -181,6 +182,8 @@ pub struct EtcdStore {
     feed: Arc<Feed>,
     quorum: Arc<QuorumReads>,
     follower: tokio::task::JoinHandle<()>,
+    /// Takes members that do not answer out of the client's rotation ([`members`]).
+    members: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -195,6 +198,7 @@ impl std::fmt::Debug for EtcdStore {
 impl Drop for EtcdStore {
     fn drop(&mut self) {
         self.follower.abort();
+        self.members.abort();
     }
 }
 
@@ -331,7 +335,7 @@ impl EtcdStore {
             connect = connect.with_tls(tls.options()?);
         }
         let client = bounded("a connection", async {
-            Client::connect(endpoints, Some(connect))
+            Client::connect(endpoints, Some(connect.clone()))
                 .await
                 .map_err(unavailable)
         })
@@ -383,6 +387,11 @@ impl EtcdStore {
             "connected to etcd"
         );
         let follower = tokio::spawn(feed::follow(client.clone(), keys.clone(), feed.clone()));
+        let members = tokio::spawn(members::monitor(
+            client.clone(),
+            endpoints.to_vec(),
+            connect,
+        ));
         Ok(EtcdStore {
             quorum: Arc::new(QuorumReads::new(client.clone(), keys.clone())),
             client,
@@ -393,6 +402,7 @@ impl EtcdStore {
             compact_version: AtomicI64::new(compact_version),
             feed,
             follower,
+            members,
         })
     }
 
