@@ -341,17 +341,16 @@ impl RbacAuthorizer {
         }
     }
 
-    /// Waits (briefly) until the RBAC caches hold every write this replica has seen, so that a
-    /// role or binding just written already counts. Call before [`Authorizer::authorize`].
+    /// Waits (briefly) until the RBAC caches hold this replica's own writes of roles and
+    /// bindings, so that a role or binding just written through it already counts. Call before [`Authorizer::authorize`].
     pub async fn catch_up(&self) {
         let Some(types) = &self.types else {
             return;
         };
-        let seen = self.registry.store().current_revision();
         for t in types {
             // If a cache cannot get there in time the check runs on what the caches have: at
-            // worst a moment stale (the revision may come from keys no cache follows).
-            if !self.registry.cache_reaches(&t.cache, seen).await {
+            // worst a moment stale.
+            if !self.registry.cache_reaches(&t.cache, t.written()).await {
                 break;
             }
         }

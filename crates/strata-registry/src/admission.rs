@@ -18,11 +18,10 @@ impl Registry {
             return Ok(());
         };
         let key = ns.info.key("", namespace);
-        // The cache answers, once it has caught up with every write this replica has seen (a
-        // namespace deleted a moment ago must already refuse content). A miss, or a cache that
-        // cannot show it caught up, asks the store.
-        let seen = self.store.current_revision();
-        let cached = if self.cache_reaches(&ns.cache, seen).await {
+        // The cache answers, once it has caught up with this replica's own namespace writes (a
+        // namespace deleted a moment ago must already refuse content; other writes need no
+        // wait). A miss, or a cache that cannot show it caught up, asks the store.
+        let cached = if self.cache_reaches(&ns.cache, ns.written()).await {
             ns.cache.get(&key).0
         } else {
             None

@@ -177,6 +177,7 @@ impl Registry {
                     .await
                 {
                     Ok(new_kv) => {
+                        rt.wrote(new_kv.mod_revision);
                         marked.set_resource_version(
                             &to_resource_version(new_kv.mod_revision).to_string(),
                         );
@@ -196,11 +197,12 @@ impl Registry {
                 });
             }
             match self.store.delete(&key, Some(kv.mod_revision)).await {
-                Ok(_) => {
+                Ok((_, revision)) => {
+                    rt.wrote(revision);
                     return Ok(Deleted {
                         object: Some(current),
                         removed: true,
-                    })
+                    });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(Op::Delete, rt, name, e)),
@@ -239,7 +241,8 @@ impl Registry {
                 ));
             }
             match self.store.delete(&key, Some(kv.mod_revision)).await {
-                Ok(_) => {
+                Ok((_, revision)) => {
+                    rt.wrote(revision);
                     tracing::warn!(key, "removed an unreadable object on request");
                     return Ok(Deleted {
                         object: None,

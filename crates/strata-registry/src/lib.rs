@@ -61,6 +61,23 @@ pub struct RegisteredType {
     pub strategy: Arc<dyn Strategy>,
     pub cache: Arc<WatchCache>,
     decoder: Arc<JsonDecoder>,
+    /// The revision of this replica's latest write of this type.
+    written: std::sync::atomic::AtomicU64,
+}
+
+impl RegisteredType {
+    /// The revision of the latest write of this type through this registry: a reader that
+    /// must see this replica's own writes of the type waits for its cache to get there, not
+    /// for every write the store has seen.
+    pub fn written(&self) -> strata_store::Revision {
+        strata_store::Revision(self.written.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Records a write of this type at `revision`.
+    pub(crate) fn wrote(&self, revision: strata_store::Revision) {
+        self.written
+            .fetch_max(revision.get(), std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for RegisteredType {
@@ -173,6 +190,7 @@ impl Registry {
             strategy,
             cache,
             decoder,
+            written: Default::default(),
         });
     }
 
@@ -210,6 +228,7 @@ impl Registry {
             strategy,
             cache,
             decoder,
+            written: Default::default(),
         });
         Ok(())
     }

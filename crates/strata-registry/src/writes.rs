@@ -223,6 +223,7 @@ impl Registry {
             let key = rt.info.key(obj.namespace(), obj.name());
             match self.store.create(&key, encode_stored(rt, &obj)).await {
                 Ok(kv) => {
+                    rt.wrote(kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
                     return Ok(obj);
                 }
@@ -513,7 +514,8 @@ impl Registry {
                     return Ok(obj);
                 }
                 match self.store.delete(&key, Some(kv.mod_revision)).await {
-                    Ok(_) => {
+                    Ok((_, revision)) => {
+                        rt.wrote(revision);
                         obj.set_resource_version(current.resource_version());
                         return Ok(obj);
                     }
@@ -528,6 +530,7 @@ impl Registry {
             }
             match self.store.update(&key, bytes, kv.mod_revision).await {
                 Ok(new_kv) => {
+                    rt.wrote(new_kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
                     return Ok(obj);
                 }
