@@ -122,7 +122,45 @@ impl TestEtcdCluster {
     /// Starts `size` members that form one new cluster (`--initial-cluster` names them all,
     /// `--initial-cluster-state new`). The cluster answers once a quorum has started and elected
     /// a leader; [`TestEtcdCluster::store`] and [`TestEtcdCluster::leader`] wait for that.
+    ///
+    /// The ports are free when picked but not held: when a member cannot bind one (it exits
+    /// within moments), the whole cluster starts again on other ports, up to three times.
     pub fn start(size: usize) -> std::io::Result<TestEtcdCluster> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut cluster = Self::start_once(size)?;
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let exited = (0..size).any(|i| cluster.exited(i));
+            if !exited || tries == 3 {
+                return Ok(cluster);
+            }
+            for i in 0..size {
+                cluster.kill(i);
+            }
+        }
+    }
+
+    /// Whether member `i` was started and has exited on its own.
+    fn exited(&mut self, i: usize) -> bool {
+        self.members[i]
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+    }
+
+    /// The end of member `i`'s log (its standard error), for failure messages.
+    fn log_tail(&self, i: usize) -> String {
+        let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+
+    fn log_path(&self, i: usize) -> std::path::PathBuf {
+        self._root.path().join(format!("member{i}.log"))
+    }
+
+    fn start_once(size: usize) -> std::io::Result<TestEtcdCluster> {
         let root = tempfile::tempdir()?;
         let mut members = Vec::with_capacity(size);
         for i in 0..size {
@@ -169,7 +207,12 @@ impl TestEtcdCluster {
             .arg("--initial-cluster-state=new")
             .arg(format!("--initial-cluster-token={}", self.token))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.log_path(i))?,
+            )
             .spawn()?;
         self.members[i].child = Some(child);
         Ok(())
@@ -276,7 +319,14 @@ impl TestEtcdCluster {
                 }
             }
             if std::time::Instant::now() > deadline {
-                panic!("the etcd cluster {:?} has no leader", self.endpoints());
+                let logs: Vec<String> = (0..self.members.len())
+                    .map(|i| format!("member {i}:\n{}", self.log_tail(i)))
+                    .collect();
+                panic!(
+                    "the etcd cluster {:?} has no leader; the end of its logs:\n{}",
+                    self.endpoints(),
+                    logs.join("\n")
+                );
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
