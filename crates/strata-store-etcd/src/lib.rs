@@ -327,9 +327,12 @@ impl EtcdStore {
     /// Connects to `endpoints` (`https://` ones with TLS options) as `options` say.
     pub async fn connect_with(endpoints: &[String], options: &EtcdOptions) -> Result<EtcdStore> {
         let tls = &options.tls;
+        // HTTP/2 pings every 2 s, given up after 2 s: a connection to a member that froze or
+        // was cut off (it stays open, silent) breaks within ~4 s, and the feed's watch moves to
+        // another member.
         let mut connect = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
             .with_keep_alive_while_idle(true);
         if tls.is_set() {
             connect = connect.with_tls(tls.options()?);
