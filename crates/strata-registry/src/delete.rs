@@ -199,6 +199,9 @@ impl Registry {
             match self.store.delete(&key, Some(kv.mod_revision)).await {
                 Ok((_, revision)) => {
                     rt.wrote(revision);
+                    // The last state, at the deletion's revision (as the DELETED event has it).
+                    let mut current = current;
+                    current.set_resource_version(&to_resource_version(revision).to_string());
                     return Ok(Deleted {
                         object: Some(current),
                         removed: true,

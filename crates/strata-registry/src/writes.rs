@@ -516,7 +516,8 @@ impl Registry {
                 match self.store.delete(&key, Some(kv.mod_revision)).await {
                     Ok((_, revision)) => {
                         rt.wrote(revision);
-                        obj.set_resource_version(current.resource_version());
+                        // At the deletion's revision, as the DELETED event has it.
+                        obj.set_resource_version(&to_resource_version(revision).to_string());
                         return Ok(obj);
                     }
                     Err(StoreError::Conflict { .. }) => continue,

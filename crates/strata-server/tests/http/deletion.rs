@@ -773,3 +773,55 @@ fn corrupt(data_dir: &std::path::Path, key: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The object a delete answers with carries the deletion's resourceVersion, the one the DELETED
+/// watch event carries, whether the delete removes it at once or its last finalizer goes.
+#[tokio::test]
+async fn a_deleted_object_answers_at_the_revision_of_its_deletion() {
+    within(Duration::from_secs(60), async {
+        let s = TestServer::start();
+        let h = s.http();
+        h.create_namespace("gone").await;
+        let plain = h.create_sa("gone", "plain", Value::Null).await;
+        let mut watch = crate::common::WatchStream::open(
+            &s.addr,
+            &format!(
+                "{}?watch=1&resourceVersion={}",
+                sa_path("gone"),
+                rv_of(&plain)
+            ),
+            Default::default(),
+        )
+        .await;
+        let r = h.delete(&format!("{}/plain", sa_path("gone"))).await;
+        assert_eq!(r.code(), 200);
+        let answered = r.json();
+        let event = watch.next_event().await;
+        assert_eq!(event["type"], "DELETED");
+        assert_eq!(rv_of(&answered), rv_of(&event["object"]));
+        assert!(rv_of(&answered) > rv_of(&plain));
+
+        // Held by a finalizer: the update that removes it deletes, and answers alike.
+        let held = create_held_sa(&h, "gone", "held", &["example.com/hold"]).await;
+        let added = watch.next_event().await;
+        assert_eq!(added["type"], "ADDED");
+        let r = h.delete(&format!("{}/held", sa_path("gone"))).await;
+        assert_eq!(r.code(), 200);
+        let marked = watch.next_event().await;
+        assert_eq!(marked["type"], "MODIFIED");
+        let r = h
+            .patch_merge(
+                &format!("{}/held", sa_path("gone")),
+                &json!({"metadata": {"finalizers": null}}),
+            )
+            .await;
+        assert_eq!(r.code(), 200);
+        let answered = r.json();
+        let event = watch.next_event().await;
+        assert_eq!(event["type"], "DELETED");
+        assert_eq!(event["object"]["metadata"]["name"], "held");
+        assert_eq!(rv_of(&answered), rv_of(&event["object"]));
+        assert!(rv_of(&answered) > rv_of(&held));
+    })
+    .await;
+}
