@@ -30,6 +30,14 @@ pub use config::{AuthorizationMode, Backend, Config};
 pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// How long a starting server waits for etcd to accept connections.
+const ETCD_START_WAIT: Duration = Duration::from_secs(60);
+
+/// Whether connecting to etcd failed only because nothing listens there (yet).
+fn not_listening(e: &strata_store::StoreError) -> bool {
+    e.to_string().contains("Connection refused")
+}
+
 /// Opens the store named by the configuration.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     Ok(match config.backend {
@@ -49,14 +57,25 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
                     key_file: config.etcd_keyfile.clone(),
                 },
             };
-            let store = EtcdStore::connect_with(&config.etcd_servers, &options)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "cannot reach etcd at {}: {e}",
-                        config.etcd_servers.join(",")
-                    )
-                })?;
+            // etcd may start after Strata (a cluster booting together): wait for it while no
+            // member accepts connections, up to ETCD_START_WAIT. Any other failure (TLS, a
+            // refused certificate) is the operator's to fix, and ends the start at once.
+            let deadline = tokio::time::Instant::now() + ETCD_START_WAIT;
+            let store = loop {
+                match EtcdStore::connect_with(&config.etcd_servers, &options).await {
+                    Ok(store) => break store,
+                    Err(e) if not_listening(&e) && tokio::time::Instant::now() < deadline => {
+                        tracing::warn!(%e, "waiting for etcd to accept connections");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    Err(e) => {
+                        return Err(format!(
+                            "cannot reach etcd at {}: {e}",
+                            config.etcd_servers.join(",")
+                        ))
+                    }
+                }
+            };
             Arc::new(store)
         }
         Backend::RocksDb => {

@@ -375,3 +375,36 @@ async fn strata_reaches_etcd_over_tls_with_a_client_certificate() {
     })
     .await;
 }
+
+/// A replica started before its etcd waits for it (a cluster booting together), then serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_started_before_etcd_waits_for_it() {
+    within(Duration::from_secs(90), async {
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let late = {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2500));
+                let listen = format!("--listen-client-urls={url}");
+                let advertise = format!("--advertise-client-urls={url}");
+                TestEtcd::start_with(&[listen.as_str(), advertise.as_str()])
+                    .expect("start /usr/bin/etcd")
+            })
+        };
+        let started = std::time::Instant::now();
+        let server = tokio::task::spawn_blocking(move || TestServer::start_with(&etcd_flags(&url)))
+            .await
+            .unwrap();
+        let _etcd = late.join().unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_secs(2),
+            "it did not wait"
+        );
+        let h = server.http();
+        h.create_namespace("late").await;
+        h.create_sa("late", "one", Value::Null).await;
+        h.get_ok(&format!("{}/one", sa_path("late"))).await;
+    })
+    .await;
+}
