@@ -105,7 +105,8 @@ pub fn defaults() -> (Vec<Value>, Vec<Value>) {
         cluster_role(
             "system:aggregate-to-edit",
             json!([
-                {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": WRITE},
+                {"apiGroups": [""], "resources": ["configmaps", "secrets", "serviceaccounts"], "verbs": WRITE},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
                 {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
             ]),
             Some("edit"),
@@ -113,7 +114,7 @@ pub fn defaults() -> (Vec<Value>, Vec<Value>) {
         cluster_role(
             "system:aggregate-to-view",
             json!([
-                {"apiGroups": [""], "resources": ["serviceaccounts", "namespaces", "namespaces/status"], "verbs": READ},
+                {"apiGroups": [""], "resources": ["configmaps", "events", "serviceaccounts", "namespaces", "namespaces/status"], "verbs": READ},
             ]),
             Some("view"),
         ),

@@ -708,3 +708,71 @@ async fn forced_deletion_also_needs_unsafe_delete_ignore_read_errors() {
     let r = call(&h, "carol-token", "DELETE", &path, Some(&force)).await;
     assert_eq!(r.code(), 403);
 }
+
+/// As in Kubernetes: `edit` writes ConfigMaps and Secrets and reads Secrets; `view` reads
+/// ConfigMaps and Events but not Secrets.
+#[tokio::test]
+async fn edit_and_view_cover_configmaps_secrets_and_events() {
+    let (s, _dir) = start();
+    let h = s.http();
+    setup(&h).await;
+    for (name, role, who) in [
+        ("bob-edits", "edit", "bob"),
+        ("carol-views", "view", "carol"),
+    ] {
+        admin(
+            &h,
+            "POST",
+            &format!("{RBAC}/namespaces/team-a/rolebindings"),
+            role_binding("team-a", name, "ClusterRole", role, json!([user(who)])),
+        )
+        .await;
+    }
+    let cm = json!({"metadata": {"name": "settings"}, "data": {"k": "v"}});
+    let secret = json!({"metadata": {"name": "creds"}, "stringData": {"password": "p"}});
+    let core = "/api/v1/namespaces/team-a";
+    let r = call(
+        &h,
+        "bob-token",
+        "POST",
+        &format!("{core}/configmaps"),
+        Some(&cm),
+    )
+    .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = call(
+        &h,
+        "bob-token",
+        "POST",
+        &format!("{core}/secrets"),
+        Some(&secret),
+    )
+    .await;
+    assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = call(
+        &h,
+        "bob-token",
+        "GET",
+        &format!("{core}/secrets/creds"),
+        None,
+    )
+    .await;
+    assert_eq!(r.code(), 200);
+    for path in ["configmaps/settings", "configmaps", "events"] {
+        let r = call(&h, "carol-token", "GET", &format!("{core}/{path}"), None).await;
+        assert_eq!(r.code(), 200, "view reads {path}");
+    }
+    for path in ["secrets/creds", "secrets"] {
+        let r = call(&h, "carol-token", "GET", &format!("{core}/{path}"), None).await;
+        assert_eq!(r.code(), 403, "view does not read {path}");
+    }
+    let r = call(
+        &h,
+        "carol-token",
+        "POST",
+        &format!("{core}/configmaps"),
+        Some(&cm),
+    )
+    .await;
+    assert_eq!(r.code(), 403);
+}
