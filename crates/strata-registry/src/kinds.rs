@@ -48,6 +48,28 @@ fn normalize_micro_time(obj: &mut Object, path: &[&str]) {
     }
 }
 
+/// [`normalize_micro_time`] at each of `paths`.
+fn normalize_micro_times(obj: &mut Object, paths: &[&[&str]]) {
+    for path in paths {
+        normalize_micro_time(obj, path);
+    }
+}
+
+/// [`check_micro_time`] at each of `paths`.
+fn micro_time_errors(obj: &Object, paths: &[&[&str]]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for path in paths {
+        check_micro_time(obj, path, &mut errors);
+    }
+    errors
+}
+
+/// The MicroTime fields of an Event, in both groups' shapes.
+const EVENT_MICRO_TIMES: &[&[&str]] = &[&["eventTime"], &["series", "lastObservedTime"]];
+
+/// The MicroTime fields of a Lease.
+const LEASE_MICRO_TIMES: &[&[&str]] = &[&["spec", "acquireTime"], &["spec", "renewTime"]];
+
 /// An error for each value at `path` that is set but is not an RFC 3339 time.
 fn check_micro_time(obj: &Object, path: &[&str], errors: &mut Vec<FieldError>) {
     let mut at = obj.as_map().get(path[0]);
@@ -305,31 +327,17 @@ const EVENT_MESSAGE_LIMIT: usize = 1024;
 #[derive(Debug, Default)]
 pub struct EventStrategy;
 
-impl EventStrategy {
-    const MICRO_TIMES: [&'static [&'static str]; 2] =
-        [&["eventTime"], &["series", "lastObservedTime"]];
-
-    fn normalize(obj: &mut Object) {
-        for path in Self::MICRO_TIMES {
-            normalize_micro_time(obj, path);
-        }
-    }
-}
-
 impl Strategy for EventStrategy {
     fn prepare_for_create(&self, obj: &mut Object) {
-        Self::normalize(obj);
+        normalize_micro_times(obj, EVENT_MICRO_TIMES);
     }
 
     fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
-        Self::normalize(new);
+        normalize_micro_times(new, EVENT_MICRO_TIMES);
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        for path in Self::MICRO_TIMES {
-            check_micro_time(obj, path, &mut errors);
-        }
+        let mut errors = micro_time_errors(obj, EVENT_MICRO_TIMES);
         errors.extend(legacy_event_errors(obj, "reportingComponent"));
         errors
     }
@@ -440,15 +448,6 @@ fn convert_event(obj: &mut Object, to_v1: bool) {
 pub struct EventsV1Strategy;
 
 impl EventsV1Strategy {
-    const MICRO_TIMES: [&'static [&'static str]; 2] =
-        [&["eventTime"], &["series", "lastObservedTime"]];
-
-    fn normalize(obj: &mut Object) {
-        for path in Self::MICRO_TIMES {
-            normalize_micro_time(obj, path);
-        }
-    }
-
     fn series_errors(obj: &Object) -> Vec<FieldError> {
         let mut errors = Vec::new();
         if let Some(series) = obj.as_map().get("series").filter(|s| s.is_object()) {
@@ -469,18 +468,15 @@ impl EventsV1Strategy {
 
 impl Strategy for EventsV1Strategy {
     fn prepare_for_create(&self, obj: &mut Object) {
-        Self::normalize(obj);
+        normalize_micro_times(obj, EVENT_MICRO_TIMES);
     }
 
     fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
-        Self::normalize(new);
+        normalize_micro_times(new, EVENT_MICRO_TIMES);
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        for path in Self::MICRO_TIMES {
-            check_micro_time(obj, path, &mut errors);
-        }
+        let mut errors = micro_time_errors(obj, EVENT_MICRO_TIMES);
         let mut core = obj.clone();
         convert_event(&mut core, false);
         errors.extend(legacy_event_errors(&core, "reportingController"));
@@ -582,31 +578,17 @@ impl Strategy for EventsV1Strategy {
 #[derive(Debug, Default)]
 pub struct LeaseStrategy;
 
-impl LeaseStrategy {
-    const MICRO_TIMES: [&'static [&'static str]; 2] =
-        [&["spec", "acquireTime"], &["spec", "renewTime"]];
-
-    fn normalize(obj: &mut Object) {
-        for path in Self::MICRO_TIMES {
-            normalize_micro_time(obj, path);
-        }
-    }
-}
-
 impl Strategy for LeaseStrategy {
     fn prepare_for_create(&self, obj: &mut Object) {
-        Self::normalize(obj);
+        normalize_micro_times(obj, LEASE_MICRO_TIMES);
     }
 
     fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
-        Self::normalize(new);
+        normalize_micro_times(new, LEASE_MICRO_TIMES);
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        for path in Self::MICRO_TIMES {
-            check_micro_time(obj, path, &mut errors);
-        }
+        let mut errors = micro_time_errors(obj, LEASE_MICRO_TIMES);
         let spec = obj.as_map().get("spec");
         let int = |k: &str| spec.and_then(|s| s.get(k)).and_then(Value::as_i64);
         let invalid = |field: &str, n: i64, why: &str| {
