@@ -2,18 +2,11 @@
 //! `STRATA_TEST_STORAGE` picks for the shared harness: for tests whose subject is the storage
 //! itself (moving data between engines, replicas sharing one etcd).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use crate::common::Http;
-
-/// The `strata` binary (nextest's copy when it runs from an archive).
-pub fn strata_bin() -> PathBuf {
-    std::env::var_os("NEXTEST_BIN_EXE_strata")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_strata")))
-}
+pub use crate::common::strata_bin;
+use crate::common::{listening_addr, Http};
 
 /// One server process; killed (SIGKILL) on drop.
 pub struct OneProcess {
@@ -35,17 +28,7 @@ impl OneProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start strata");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout is piped"))
-            .read_line(&mut line)
-            .expect("read the listening line");
-        let scheme = if tls { "https://" } else { "http://" };
-        let addr = line
-            .trim()
-            .strip_prefix("strata: listening on ")
-            .and_then(|url| url.strip_prefix(scheme))
-            .unwrap_or_else(|| panic!("unexpected first line from strata: {line:?}"))
-            .to_string();
+        let addr = listening_addr(&mut child, tls);
         OneProcess { child, addr }
     }
 

@@ -133,7 +133,7 @@ fn start_process(data_dir: &Path, extra: &[&str], tls: bool) -> Child {
 }
 
 /// Waits for the first line a started server prints and returns the `host:port` it names.
-fn listening_addr(child: &mut Child, tls: bool) -> String {
+pub fn listening_addr(child: &mut Child, tls: bool) -> String {
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut line = String::new();
     BufReader::new(stdout)
