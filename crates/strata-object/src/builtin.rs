@@ -1,11 +1,12 @@
 //! The built-in resource types: ServiceAccount, Namespace, ConfigMap, Secret and Event (core/v1),
-//! Lease (coordination.k8s.io/v1), Event (events.k8s.io/v1, the core Events' objects), and the
-//! RBAC kinds (rbac.authorization.k8s.io/v1).
+//! Lease (coordination.k8s.io/v1), Event (events.k8s.io/v1, the core Events' objects),
+//! CustomResourceDefinition (apiextensions.k8s.io/v1) and the RBAC kinds
+//! (rbac.authorization.k8s.io/v1).
 //!
 //! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json`,
-//! `schemas/coordination-v1.json`, `schemas/events-v1.json` and `schemas/rbac-v1.json`, and their
-//! printer columns are Kubernetes' (Role and ClusterRole have none: Kubernetes gives them the
-//! default Table too).
+//! `schemas/coordination-v1.json`, `schemas/events-v1.json`, `schemas/apiextensions-v1.json` and
+//! `schemas/rbac-v1.json`, and their printer columns are Kubernetes' (Role, ClusterRole and
+//! CustomResourceDefinition have none: Kubernetes gives them the default Table too).
 //! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
 //! registry's strategies, not here.
 
@@ -21,6 +22,7 @@ const CORE_V1_SCHEMAS: &str = include_str!("../schemas/core-v1.json");
 const RBAC_V1_SCHEMAS: &str = include_str!("../schemas/rbac-v1.json");
 const COORDINATION_V1_SCHEMAS: &str = include_str!("../schemas/coordination-v1.json");
 const EVENTS_V1_SCHEMAS: &str = include_str!("../schemas/events-v1.json");
+const APIEXTENSIONS_V1_SCHEMAS: &str = include_str!("../schemas/apiextensions-v1.json");
 
 /// Every component schema of the built-in types, keyed by component name.
 pub fn schema_catalog() -> Map<String, Value> {
@@ -30,6 +32,7 @@ pub fn schema_catalog() -> Map<String, Value> {
         RBAC_V1_SCHEMAS,
         COORDINATION_V1_SCHEMAS,
         EVENTS_V1_SCHEMAS,
+        APIEXTENSIONS_V1_SCHEMAS,
     ] {
         // The files are compiled in and checked by a unit test below.
         if let Ok(Value::Object(m)) = serde_json::from_str(file) {
@@ -119,6 +122,8 @@ fn built_in(
         definitions,
         selectable_fields: vec!["metadata.name".into(), "metadata.namespace".into()],
         unknown_field_style: UnknownFieldStyle::NotKnown,
+        custom: false,
+        scale: None,
     }
 }
 
@@ -337,6 +342,32 @@ pub fn lease() -> ResourceType {
     t
 }
 
+/// `customresourcedefinitions` (apiextensions.k8s.io/v1 CustomResourceDefinition,
+/// cluster-scoped, short names `crd` and `crds`, category `api-extensions`, with a `status`
+/// sub-resource). No protobuf form; its Tables are the default (`Name`, `Created At`), as
+/// Kubernetes' are.
+pub fn custom_resource_definition() -> ResourceType {
+    let mut t = built_in(
+        "apiextensions.k8s.io",
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        Scope::Cluster,
+    );
+    t.short_names = vec!["crd".into(), "crds".into()];
+    t.categories = vec!["api-extensions".into()];
+    t.verbs = Verb::ALL.to_vec();
+    t.protobuf = false;
+    t.subresources = vec![SubResource {
+        name: "status".into(),
+        kind: t.gvk(),
+        verbs: vec![Verb::Get, Verb::Patch, Verb::Update],
+        behaviour: SubResourceBehaviour::Part,
+    }];
+    t
+}
+
 /// `namespaces` (core/v1 Namespace, cluster-scoped, short name `ns`).
 pub fn namespace() -> ResourceType {
     let mut t = core_v1("Namespace", "namespaces", "namespace", Scope::Cluster);
@@ -514,6 +545,8 @@ fn virtual_type(group: &str, kind: &str, resource: &str, scope: Scope) -> Resour
         definitions: Map::new(),
         selectable_fields: Vec::new(),
         unknown_field_style: UnknownFieldStyle::NotKnown,
+        custom: false,
+        scale: None,
     }
 }
 
@@ -558,6 +591,7 @@ pub fn all() -> Vec<ResourceType> {
         namespace(),
         secret(),
         service_account(),
+        custom_resource_definition(),
         lease(),
         events_v1(),
         cluster_role_binding(),
@@ -642,11 +676,76 @@ mod tests {
         );
         assert!(role().printer_columns.is_empty());
         assert!(cluster_role().printer_columns.is_empty());
+        assert!(custom_resource_definition().printer_columns.is_empty());
         for t in all() {
             for c in &t.printer_columns {
                 assert!(!c.description.is_empty(), "{} {}", t.kind, c.name);
                 assert_eq!(c.format == "name", c.name == "Name");
             }
         }
+    }
+
+    /// The CustomResourceDefinition descriptor is Kubernetes': names, scope, no protobuf, a
+    /// status sub-resource; and its schema keeps a whole `openAPIV3Schema` (nested schemas,
+    /// free-form defaults and enums) while pruning what JSONSchemaProps does not declare.
+    #[test]
+    fn custom_resource_definition_type() {
+        let t = custom_resource_definition();
+        assert_eq!(t.api_version(), "apiextensions.k8s.io/v1");
+        assert_eq!(t.short_names, ["crd", "crds"]);
+        assert_eq!(t.categories, ["api-extensions"]);
+        assert!(!t.namespaced() && !t.protobuf && t.supports_strategic_merge);
+        assert_eq!(t.subresource("status").unwrap().kind, t.gvk());
+        assert_eq!(
+            t.key("", "widgets.example.com"),
+            "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com"
+        );
+        let schema = serde_json::json!({
+            "type": "object",
+            "x-kubernetes-validations": [{"rule": "self.a > 0", "message": "m"}],
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["a"],
+                    "properties": {
+                        "a": {"type": "integer", "default": 3, "enum": [1, 3, {"x": 1}]},
+                        "m": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "l": {"type": "array", "items": {"type": "string"},
+                              "x-kubernetes-list-type": "set"},
+                        "any": {"x-kubernetes-preserve-unknown-fields": true,
+                                "example": {"free": [1, 2]}}
+                    }
+                }
+            }
+        });
+        let mut crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "names": {"plural": "widgets", "kind": "Widget", "bogus": 1},
+                "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": schema.clone()}}]
+            },
+            "status": {"storedVersions": ["v1"], "conditions": [
+                {"type": "Established", "status": "True"}]}
+        });
+        let node = t.schema().unwrap();
+        assert_eq!(node.check_types(&crd), Ok(()));
+        assert_eq!(node.prune_unknown(&mut crd), ["spec.names.bogus"]);
+        assert_eq!(
+            crd.pointer("/spec/versions/0/schema/openAPIV3Schema"),
+            Some(&schema)
+        );
+        let conditions = node
+            .property("status")
+            .and_then(|s| s.property("conditions"))
+            .unwrap();
+        assert_eq!(
+            conditions.list_type(),
+            crate::schema::ListType::Map(vec!["type".into()])
+        );
     }
 }

@@ -101,6 +101,21 @@ pub enum SubResourceBehaviour {
     /// A request answered and not stored (`serviceaccounts/token`: a TokenRequest in, the same
     /// with a token out).
     TokenRequest,
+    /// An `autoscaling/v1` Scale read from and written to the object through the type's
+    /// [`ScalePaths`] (a custom resource's `scale` sub-resource).
+    Scale,
+}
+
+/// Where a custom resource keeps what its `scale` sub-resource shows (CRD
+/// `subresources.scale`): JSONPaths such as `.spec.replicas`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// Desired replicas, `.spec.…`; Scale's `spec.replicas`.
+    pub spec_replicas: String,
+    /// Observed replicas, `.status.…`; Scale's `status.replicas`.
+    pub status_replicas: String,
+    /// The serialized label selector, `.spec.…` or `.status.…`; Scale's `status.selector`.
+    pub label_selector: Option<String>,
 }
 
 /// Which rule names of this type must follow.
@@ -159,6 +174,11 @@ pub struct ResourceType {
     pub selectable_fields: Vec<String>,
     /// How a field selector naming another field is refused.
     pub unknown_field_style: crate::selector::UnknownFieldStyle,
+    /// Defined by a CustomResourceDefinition: values of the wrong type are validation causes
+    /// (422), as Kubernetes reports them for custom resources, rather than decoding errors.
+    pub custom: bool,
+    /// The paths of the `scale` sub-resource, when the type has one.
+    pub scale: Option<ScalePaths>,
 }
 
 impl ResourceType {

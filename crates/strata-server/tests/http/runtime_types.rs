@@ -57,6 +57,8 @@ fn widget() -> ResourceType {
         definitions,
         selectable_fields: vec!["metadata.name".into(), "metadata.namespace".into()],
         unknown_field_style: UnknownFieldStyle::NotKnown,
+        custom: false,
+        scale: None,
     }
 }
 
