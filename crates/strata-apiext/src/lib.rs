@@ -10,9 +10,12 @@
 //! - [`cel`]: `x-kubernetes-validations` rules compiled once per schema and evaluated with a
 //!   cost limit.
 //!
+//! - [`crd`]: a CustomResourceDefinition as the resource types of its served versions.
+//!
 //! Nothing here does I/O; the registry and the CRD controller call it.
 
 pub mod cel;
+pub mod crd;
 pub mod defaults;
 pub mod structural;
 pub mod validate;
