@@ -17,5 +17,7 @@
 pub mod cel;
 pub mod crd;
 pub mod defaults;
+mod gofmt;
+pub mod schema;
 pub mod structural;
 pub mod validate;
