@@ -18,6 +18,7 @@ pub mod cel;
 pub mod crd;
 pub mod defaults;
 mod gofmt;
+pub mod prune;
 pub mod schema;
 pub mod structural;
 pub mod validate;
