@@ -12,6 +12,7 @@
 mod admission;
 pub mod cache;
 mod continue_token;
+pub mod custom;
 mod delete;
 pub mod errors;
 pub mod kinds;
@@ -231,6 +232,35 @@ impl Registry {
             written: Default::default(),
         });
         Ok(())
+    }
+
+    /// Replaces the description of a served type (its columns, names, sub-resources, schema),
+    /// keeping its watch cache, strategy and open watches. False when not served.
+    pub fn update_type(&self, info: ResourceType) -> bool {
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        let Some(i) = types.iter().position(|t| {
+            t.info.group == info.group
+                && t.info.version == info.version
+                && t.info.resource == info.resource
+        }) else {
+            return false;
+        };
+        let old = &types[i];
+        let next = Arc::new(RegisteredType {
+            info,
+            strategy: old.strategy.clone(),
+            cache: old.cache.clone(),
+            decoder: old.decoder.clone(),
+            written: Default::default(),
+        });
+        next.wrote(old.written());
+        let mut all = Vec::clone(&types);
+        all[i] = next;
+        *types = Arc::new(all);
+        drop(types);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        true
     }
 
     /// Stops serving a type: it leaves routing, discovery and OpenAPI, its watches end and its

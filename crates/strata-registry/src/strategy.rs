@@ -28,6 +28,18 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Every check of an object about to be written: `old` is the stored object on an update,
+    /// `None` on a create. By default [`Strategy::validate`], plus
+    /// [`Strategy::validate_update`] on updates; a kind whose checks depend on both at once
+    /// (custom resources' transition rules) overrides this instead.
+    fn validate_write(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let mut errors = self.validate(obj);
+        if let Some(old) = old {
+            errors.extend(self.validate_update(obj, old));
+        }
+        errors
+    }
+
     /// Normalizes an update through sub-resource `subresource` (`status`, `finalize`) of `old`
     /// into `new`: what the sub-resource may not change is copied back from `old`.
     fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Object, _old: &Object) {

@@ -96,8 +96,14 @@ pub(crate) fn check_fields(
     let Some(schema) = info.schema() else {
         return Ok(Vec::new());
     };
-    // A value of the wrong type is fatal whatever the level, and named alone.
-    if let Err(why) = schema.check_types(value) {
+    // A value of the wrong type is fatal whatever the level, and named alone; a custom
+    // resource's is a validation cause instead (422, with every other problem).
+    let typed = if info.custom {
+        Ok(())
+    } else {
+        schema.check_types(value)
+    };
+    if let Err(why) = typed {
         return Err(match stage {
             Stage::Body | Stage::Apply => undecodable(info, &why),
             Stage::Patch => invalid_patch(value, &why),

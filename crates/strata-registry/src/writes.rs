@@ -190,7 +190,7 @@ impl Registry {
         rt.strategy.prepare_for_create(&mut obj);
         obj.drop_empty_metadata();
         let mut errors = validation::validate_object_meta(&rt.info, &obj);
-        errors.extend(rt.strategy.validate(&obj));
+        errors.extend(rt.strategy.validate_write(&obj, None));
         if !errors.is_empty() {
             return Err(Status::invalid(
                 &rt.info.group,
@@ -495,8 +495,7 @@ impl Registry {
             obj.drop_empty_metadata();
             if errors.is_empty() {
                 errors.extend(validation::validate_object_meta(info, &obj));
-                errors.extend(rt.strategy.validate(&obj));
-                errors.extend(rt.strategy.validate_update(&obj, &current));
+                errors.extend(rt.strategy.validate_write(&obj, Some(&current)));
             }
             if !errors.is_empty() {
                 return Err(Status::invalid(&info.group, &info.kind, name, &errors));

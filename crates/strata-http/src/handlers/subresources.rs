@@ -1,16 +1,21 @@
 //! Sub-resources of objects: `status` and `finalize` (the object itself, of which only a part
-//! may change) and a ServiceAccount's `token`.
+//! may change), a ServiceAccount's `token`, and a custom resource's `scale`.
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use strata_object::resource::SubResourceBehaviour;
 use strata_object::{Status, Verb};
+use strata_object::resource::SubResource;
+use strata_registry::custom::ScaleChange;
 use strata_registry::RegisteredType;
 
 use super::body::object_body;
 use super::options::{dry_run, write_options};
 use super::render::{object_response, written_response};
+use super::body::{body_bytes, decode_strict};
+use super::options::patch_kind;
 use super::verbs::patch_object;
+use super::header_str;
 use crate::negotiate::Offer;
 use crate::query::Query;
 use crate::request::RequestInfo;
@@ -62,6 +67,9 @@ pub(crate) async fn subresource(
             .await?;
         return Ok(respond::value(201, &answer, &output, render));
     }
+    if sub.behaviour == SubResourceBehaviour::Scale {
+        return scale(fe, req, rt, info, accept, render, sub).await;
+    }
     let writable = match method {
         Method::PUT => allowed(Verb::Update),
         Method::PATCH => allowed(Verb::Patch),
@@ -97,4 +105,56 @@ pub(crate) async fn subresource(
         &format!("{}/{}", rt.info.resource, sub.name),
         &method.as_str().to_ascii_lowercase(),
     ))
+}
+
+/// A custom resource's `scale`: an autoscaling/v1 Scale read, replaced or patched.
+async fn scale(
+    fe: &Frontend,
+    req: Request<Incoming>,
+    rt: &RegisteredType,
+    info: &RequestInfo,
+    accept: &str,
+    render: Render,
+    sub: &SubResource,
+) -> Result<Response<Body>, Status> {
+    let method = req.method().clone();
+    let output = fe.config.formats.output(accept, Offer::PLAIN)?;
+    let (ns, name) = (info.namespace.as_str(), info.name.as_str());
+    let verb = match method {
+        Method::GET => Verb::Get,
+        Method::PUT => Verb::Update,
+        Method::PATCH => Verb::Patch,
+        _ => Verb::Create,
+    };
+    if !sub.verbs.contains(&verb) {
+        return Err(Status::method_not_allowed_for(
+            &format!("{}/{}", rt.info.resource, sub.name),
+            &method.as_str().to_ascii_lowercase(),
+        ));
+    }
+    if verb == Verb::Get {
+        let scale = fe.registry.get_scale(rt, ns, name).await?;
+        return Ok(respond::value(200, &scale, &output, render));
+    }
+    let query = Query::parse(req.uri().query());
+    let put = verb == Verb::Update;
+    let options_kind = if put { "UpdateOptions" } else { "PatchOptions" };
+    let opts = write_options(&query, req.headers(), options_kind)?;
+    let change = if put {
+        ScaleChange::Replace(object_body(fe, req, &sub.kind).await?)
+    } else {
+        let (kind, format) = patch_kind(
+            fe.config.formats,
+            header_str(req.headers(), http::header::CONTENT_TYPE),
+        )?;
+        opts.check_patch(kind)?;
+        let bytes = body_bytes(fe, req).await?;
+        let body = decode_strict(format, &bytes, &sub.kind).map_err(|mut s| {
+            s.message = format!("error decoding patch: {}", s.message);
+            s
+        })?;
+        ScaleChange::Patch(kind, body)
+    };
+    let scale = fe.registry.write_scale(rt, ns, name, change, &opts).await?;
+    Ok(respond::value(200, &scale, &output, render))
 }

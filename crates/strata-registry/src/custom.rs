@@ -1,0 +1,419 @@
+//! Custom resources: the strategy of a type a CustomResourceDefinition defines (schema
+//! validation, defaulting, CEL rules, the `status` sub-resource, `metadata.generation`, the
+//! storage version), and the `scale` sub-resource.
+//!
+//! A served version's strategy can be changed in place ([`CustomResourceStrategy::set`]), so a
+//! CRD update takes effect on the next request without dropping the type's watch cache.
+
+use std::sync::{Arc, RwLock};
+
+use serde_json::{json, Map, Value};
+use strata_apiext::cel::Rules;
+use strata_apiext::crd::ServedVersion;
+use strata_object::field::FieldError;
+use strata_object::resource::ScalePaths;
+use strata_object::{Object, Status};
+
+use crate::strategy::Strategy;
+use crate::{write, Body, PatchKind, RegisteredType, Registry, WriteOptions};
+
+/// What a custom resource of one served version is checked against.
+#[derive(Debug)]
+struct Compiled {
+    schema: Value,
+    rules: Rules,
+    status_subresource: bool,
+    api_version: String,
+    storage_api_version: String,
+}
+
+/// The strategy of one served version of a CustomResourceDefinition.
+#[derive(Debug)]
+pub struct CustomResourceStrategy {
+    compiled: RwLock<Arc<Compiled>>,
+}
+
+impl CustomResourceStrategy {
+    pub fn new(version: &ServedVersion) -> Self {
+        Self {
+            compiled: RwLock::new(Arc::new(Self::compile(version))),
+        }
+    }
+
+    /// Replaces the schema, rules and sub-resources (the CRD changed).
+    pub fn set(&self, version: &ServedVersion) {
+        let compiled = Arc::new(Self::compile(version));
+        *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = compiled;
+    }
+
+    fn compile(version: &ServedVersion) -> Compiled {
+        // The CRD was validated, rules included, when it was written; a rule that no longer
+        // compiles (a CRD stored by another server) is left out rather than refusing writes.
+        let rules = Rules::compile(&version.schema, "").unwrap_or_else(|errors| {
+            tracing::warn!(
+                kind = version.info.kind,
+                ?errors,
+                "custom resource validation rules do not compile; serving without them"
+            );
+            Rules::default()
+        });
+        Compiled {
+            schema: version.schema.clone(),
+            rules,
+            status_subresource: version.status_subresource,
+            api_version: version.info.api_version(),
+            storage_api_version: version.storage_api_version.clone(),
+        }
+    }
+
+    fn current(&self) -> Arc<Compiled> {
+        self.compiled
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether `new` differs from `old` beyond metadata (and status, when it has its own
+    /// sub-resource): what moves `metadata.generation`.
+    fn spec_changed(c: &Compiled, new: &Object, old: &Object) -> bool {
+        let rest = |o: &Object| -> Map<String, Value> {
+            o.as_map()
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
+                        && !(c.status_subresource && k.as_str() == "status")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        rest(new) != rest(old)
+    }
+
+    fn default(c: &Compiled, obj: &mut Object) {
+        let mut value = Value::Object(std::mem::take(obj.as_map_mut()));
+        strata_apiext::defaults::apply_defaults(&c.schema, &mut value);
+        if let Value::Object(m) = value {
+            *obj.as_map_mut() = m;
+        }
+    }
+}
+
+fn generation(obj: &Object) -> i64 {
+    obj.meta_value("generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+impl Strategy for CustomResourceStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        let c = self.current();
+        if c.status_subresource {
+            obj.as_map_mut().remove("status");
+        }
+        Self::default(&c, obj);
+        obj.set_meta_value("generation", Some(json!(1)));
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, old: &Object) {
+        let c = self.current();
+        if c.status_subresource {
+            match old.as_map().get("status") {
+                Some(s) => new.as_map_mut().insert("status".into(), s.clone()),
+                None => new.as_map_mut().remove("status"),
+            };
+        }
+        Self::default(&c, new);
+        let mut next = generation(old);
+        if Self::spec_changed(&c, new, old) {
+            next += 1;
+        }
+        new.set_meta_value("generation", Some(json!(next.max(1))));
+    }
+
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Object, old: &Object) {
+        match subresource {
+            // Only the status changes; everything else, metadata included, stays as it was
+            // (managedFields record the status writer).
+            "status" => {
+                let status = new.as_map_mut().remove("status");
+                let managed = new.meta_value("managedFields").cloned();
+                let mut next = old.clone();
+                match status {
+                    Some(s) => next.as_map_mut().insert("status".into(), s),
+                    None => next.as_map_mut().remove("status"),
+                };
+                next.set_meta_value("managedFields", managed);
+                *new = next;
+            }
+            // The replicas changed through `scale`: an update of the object like any other.
+            "scale" => self.prepare_for_update(new, old),
+            _ => {}
+        }
+    }
+
+    fn validate_write(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let c = self.current();
+        let value = Value::Object(obj.as_map().clone());
+        let mut errors = strata_apiext::validate::validate(&c.schema, &value);
+        if !c.rules.is_empty() {
+            let old_value = old.map(|o| Value::Object(o.as_map().clone()));
+            errors.extend(c.rules.validate(&value, old_value.as_ref()));
+        }
+        errors
+    }
+
+    fn convert_from_storage(&self, obj: &mut Object) {
+        let c = self.current();
+        obj.as_map_mut()
+            .insert("apiVersion".into(), Value::String(c.api_version.clone()));
+        Self::default(&c, obj);
+    }
+
+    fn convert_to_storage(&self, obj: &mut Object) {
+        let c = self.current();
+        obj.as_map_mut().insert(
+            "apiVersion".into(),
+            Value::String(c.storage_api_version.clone()),
+        );
+    }
+}
+
+/// The value at a dotted path such as `.spec.replicas`.
+fn at<'a>(obj: &'a Object, path: &str) -> Option<&'a Value> {
+    let mut parts = path.trim_start_matches('.').split('.');
+    let first = obj.as_map().get(parts.next()?)?;
+    parts.try_fold(first, |v, k| v.get(k))
+}
+
+/// Sets the value at a dotted path, creating the objects on the way.
+fn set_at(obj: &mut Object, path: &str, value: Value) {
+    let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    let Some((last, parents)) = parts.split_last() else {
+        return;
+    };
+    let mut map = obj.as_map_mut();
+    for p in parents {
+        let entry = map.entry(p.to_string()).or_insert_with(|| json!({}));
+        if !entry.is_object() {
+            *entry = json!({});
+        }
+        let Value::Object(next) = entry else {
+            return;
+        };
+        map = next;
+    }
+    map.insert(last.to_string(), value);
+}
+
+/// An `autoscaling/v1` Scale showing `obj` through `paths`.
+pub fn scale_of(obj: &Object, paths: &ScalePaths) -> Value {
+    let int = |p: &str| at(obj, p).and_then(Value::as_i64).unwrap_or(0);
+    let mut metadata = Map::new();
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = obj.meta_value(key).filter(|v| *v != &json!("")) {
+            metadata.insert(key.into(), v.clone());
+        }
+    }
+    let mut spec = Map::new();
+    let replicas = int(&paths.spec_replicas);
+    if replicas != 0 {
+        spec.insert("replicas".into(), json!(replicas));
+    }
+    let mut status = Map::new();
+    status.insert("replicas".into(), json!(int(&paths.status_replicas)));
+    if let Some(selector) = paths
+        .label_selector
+        .as_deref()
+        .and_then(|p| at(obj, p))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        status.insert("selector".into(), json!(selector));
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    })
+}
+
+/// The replicas a Scale asks for, checked as Kubernetes checks a Scale.
+fn desired_replicas(scale: &Value, name: &str) -> Result<(i64, String), Status> {
+    let invalid = |e: FieldError| Status::invalid("autoscaling", "Scale", name, &[e]);
+    if let Some(kind) = scale.get("kind").and_then(Value::as_str) {
+        if !kind.is_empty() && kind != "Scale" {
+            return Err(Status::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind (Scale)"
+            )));
+        }
+    }
+    let replicas = match scale.pointer("/spec/replicas") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v.as_i64().ok_or_else(|| {
+            Status::bad_request(format!(
+                "Scale in version \"v1\" cannot be handled as a Scale: spec.replicas: expected an integer, got {v}"
+            ))
+        })?,
+    };
+    if replicas < 0 {
+        return Err(invalid(FieldError::new(
+            strata_object::field::FieldErrorKind::Invalid,
+            "spec.replicas",
+            Some(replicas.to_string()),
+            "must be greater than or equal to 0",
+        )));
+    }
+    if i32::try_from(replicas).is_err() {
+        return Err(Status::bad_request(format!(
+            "Scale in version \"v1\" cannot be handled as a Scale: spec.replicas: {replicas} overflows int32"
+        )));
+    }
+    let resource_version = scale
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok((replicas, resource_version))
+}
+
+impl Registry {
+    fn scale_paths(rt: &RegisteredType) -> Result<&ScalePaths, Status> {
+        rt.info.scale.as_ref().ok_or_else(Status::path_not_found)
+    }
+
+    /// The `scale` sub-resource of an object.
+    pub async fn get_scale(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, Status> {
+        let paths = Self::scale_paths(rt)?;
+        let obj = self.get(rt, namespace, name, "").await?;
+        Ok(scale_of(&obj, paths))
+    }
+
+    /// Writes the `scale` sub-resource: a Scale (PUT), or a patch of the current Scale. Only
+    /// the desired replicas reach the object. Answers the new Scale.
+    pub async fn write_scale(
+        &self,
+        rt: &RegisteredType,
+        namespace: &str,
+        name: &str,
+        change: ScaleChange,
+        opts: &WriteOptions,
+    ) -> Result<Value, Status> {
+        let paths = Self::scale_paths(rt)?.clone();
+        let mut opts = opts.clone();
+        opts.subresource = "scale".into();
+        if let ScaleChange::Patch(kind, _) = &change {
+            opts.check_patch(*kind)?;
+        }
+        let written = self
+            .guaranteed_update(rt, namespace, name, &opts, None, |current| {
+                let scale = match &change {
+                    ScaleChange::Replace(body) => body.value.clone(),
+                    ScaleChange::Patch(kind, patch) => {
+                        let now = scale_of(current, &paths);
+                        let kind = match kind {
+                            // A Scale has no lists: strategic merge and apply are merges.
+                            PatchKind::Strategic | PatchKind::Apply => PatchKind::Merge,
+                            k => *k,
+                        };
+                        if kind == PatchKind::Merge && !patch.value.is_object() {
+                            return Err(Status::bad_request(
+                                "error decoding patch: the patch must be a JSON object",
+                            ));
+                        }
+                        write::apply_patch(&rt.info, kind, &now, &patch.value)?
+                    }
+                };
+                let (replicas, resource_version) = desired_replicas(&scale, name)?;
+                let mut next = current.clone();
+                set_at(&mut next, &paths.spec_replicas, json!(replicas));
+                // A resourceVersion the Scale names is a precondition on the object.
+                next.set_resource_version(if resource_version.is_empty() {
+                    ""
+                } else {
+                    &resource_version
+                });
+                Ok(next)
+            })
+            .await?;
+        Ok(scale_of(&written, &paths))
+    }
+}
+
+/// A write of the `scale` sub-resource.
+#[derive(Debug)]
+pub enum ScaleChange {
+    /// PUT: the Scale as sent.
+    Replace(Body),
+    /// PATCH of the current Scale.
+    Patch(PatchKind, Body),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Object {
+        Object::from_value(v).unwrap()
+    }
+
+    fn paths() -> ScalePaths {
+        ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: Some(".status.selector".into()),
+        }
+    }
+
+    #[test]
+    fn a_scale_shows_the_object_through_its_paths() {
+        let o = obj(json!({
+            "apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "a", "namespace": "default", "uid": "u", "resourceVersion": "7"},
+            "spec": {"replicas": 3},
+            "status": {"replicas": 2, "selector": "app=a"}
+        }));
+        assert_eq!(
+            scale_of(&o, &paths()),
+            json!({
+                "kind": "Scale", "apiVersion": "autoscaling/v1",
+                "metadata": {"name": "a", "namespace": "default", "uid": "u", "resourceVersion": "7"},
+                "spec": {"replicas": 3},
+                "status": {"replicas": 2, "selector": "app=a"}
+            })
+        );
+        let bare = obj(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"}}));
+        assert_eq!(scale_of(&bare, &paths())["spec"], json!({}));
+        assert_eq!(scale_of(&bare, &paths())["status"], json!({"replicas": 0}));
+    }
+
+    #[test]
+    fn replicas_are_set_at_their_path_creating_parents() {
+        let mut o = obj(json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "a"}}));
+        set_at(&mut o, ".spec.scaling.replicas", json!(4));
+        assert_eq!(o.as_map()["spec"], json!({"scaling": {"replicas": 4}}));
+    }
+
+    #[test]
+    fn negative_replicas_are_invalid() {
+        let e = desired_replicas(&json!({"spec": {"replicas": -1}}), "a").unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(desired_replicas(&json!({"kind": "Pod"}), "a").is_err());
+        assert_eq!(
+            desired_replicas(&json!({"spec": {"replicas": 2}, "metadata": {"resourceVersion": "5"}}), "a").unwrap(),
+            (2, "5".to_string())
+        );
+    }
+}
