@@ -43,6 +43,9 @@ impl JsonDecoder {
 
 impl Decoder for JsonDecoder {
     fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String> {
+        if let Some(e) = crate::encryption::transform_error(value) {
+            return Err(e);
+        }
         let mut obj: Object = serde_json::from_slice::<Value>(value)
             .map_err(|e| e.to_string())
             .and_then(|v| Object::from_value(v).map_err(|e| e.to_string()))?;

@@ -14,6 +14,7 @@ pub mod cache;
 mod continue_token;
 pub mod custom;
 mod delete;
+pub mod encryption;
 pub mod errors;
 pub mod kinds;
 mod reads;
@@ -381,6 +382,14 @@ fn encode_stored(rt: &RegisteredType, obj: &Object) -> Bytes {
 /// Kubernetes' "corrupt object" 500, naming the key.
 fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
     let name = kv.key.rsplit('/').next().unwrap_or("");
+    if let Some(e) = encryption::transform_error(&kv.value) {
+        return Err(store_error(
+            Op::Get,
+            rt,
+            name,
+            errors::undecodable(&kv.key, e),
+        ));
+    }
     let value: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
     let mut obj = Object::from_value(value)

@@ -523,7 +523,16 @@ impl Registry {
                     Err(e) => return Err(store_error(Op::Update, rt, name, e)),
                 }
             }
-            if bytes == kv.value || opts.dry_run {
+            // A stale value (read with an encryption key that no longer writes) is rewritten
+            // even when nothing changed, so that replacing every object moves it to the new key.
+            let unchanged = bytes == kv.value
+                && !(opts.dry_run
+                    || self
+                        .store
+                        .stale(&kv)
+                        .await
+                        .map_err(|e| store_error(Op::Update, rt, name, e))?);
+            if unchanged || opts.dry_run {
                 // Nothing changed (or nothing may be stored): no write, no new revision.
                 obj.set_resource_version(current.resource_version());
                 return Ok(if bytes == kv.value { current } else { obj });

@@ -72,6 +72,9 @@ pub struct Config {
     /// `--tls-private-key-file`); without them the server makes its own CA.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
+    /// Kubernetes' `EncryptionConfiguration` (`--encryption-provider-config`): which resources
+    /// are encrypted at rest, with which providers and keys.
+    pub encryption_provider_config: Option<PathBuf>,
 }
 
 impl Config {
@@ -112,6 +115,7 @@ impl Default for Config {
             authorization_mode: AuthorizationMode::Rbac,
             tls_cert_file: None,
             tls_private_key_file: None,
+            encryption_provider_config: None,
         }
     }
 }
@@ -166,6 +170,9 @@ flags:
                                     signs each replica's own
   --tls-private-key-file FILE       the serving certificate's private key (PEM)
   --token-auth-file FILE            static bearer tokens, one per line: token,user,uid,\"group1,group2\"
+  --encryption-provider-config FILE
+                                    encrypt resources at rest (Kubernetes' EncryptionConfiguration,
+                                    YAML or JSON: aesgcm, aescbc, secretbox and identity providers)
 ";
 
 /// Parses a Go-style duration: `300ms`, `5s`, `5m`, `1h30m`; a bare number means seconds.
@@ -279,6 +286,9 @@ impl Config {
                     }
                 }
                 "--token-auth-file" => c.token_auth_file = Some(PathBuf::from(value()?)),
+                "--encryption-provider-config" => {
+                    c.encryption_provider_config = Some(PathBuf::from(value()?))
+                }
                 "--insecure-http" => {
                     c.insecure_http = match inline.as_deref().map(str::to_ascii_lowercase) {
                         None => true,

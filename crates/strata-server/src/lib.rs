@@ -17,6 +17,7 @@ use strata_auth::rbac::RbacAuthorizer;
 use strata_auth::{UserInfo, AUTHENTICATED, MASTERS};
 use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
 use strata_http::{Frontend, FrontendConfig};
+use strata_registry::encryption::{EncryptingStore, EncryptionConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
 use strata_store::{MemoryStore, Revision, Store};
 use strata_store_etcd::{EtcdOptions, EtcdStore, EtcdTls};
@@ -205,7 +206,25 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Opens storage, bootstraps and binds the listener.
     pub async fn start(config: Config) -> Result<Server, String> {
+        let encryption = match &config.encryption_provider_config {
+            Some(path) => Some(EncryptionConfig::load(path)?),
+            None => None,
+        };
         let store = open_store(&config).await?;
+        // The registry reads and writes through the encryption layer; everything else (the
+        // compactor, the cluster's own keys, snapshots) sees the stored bytes as they are.
+        let registry_store: Arc<dyn Store> = match encryption {
+            Some(encryption) => {
+                // AES-GCM authenticates a value with its etcd key, as kube-apiserver does.
+                let root = match config.backend {
+                    Backend::Etcd => config.etcd_prefix.as_str(),
+                    Backend::RocksDb | Backend::Memory => "/registry",
+                };
+                tracing::info!(?encryption, "encrypting resources at rest");
+                Arc::new(EncryptingStore::new(store.clone(), encryption, root))
+            }
+            None => store.clone(),
+        };
         let registry_config = RegistryConfig {
             cache: CacheConfig {
                 window_events: config.watch_cache_size,
@@ -218,7 +237,10 @@ impl Server {
             service_account_issuer: config.service_account_issuer.clone(),
             unsafe_malformed_object_deletion: config.gate("AllowUnsafeMalformedObjectDeletion"),
         };
-        let registry = Arc::new(Registry::with_builtin_types(store.clone(), registry_config));
+        let registry = Arc::new(Registry::with_builtin_types(
+            registry_store,
+            registry_config,
+        ));
         registry
             .start()
             .await

@@ -216,6 +216,15 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 
+    /// Whether the stored value behind `kv` (an entry this store returned) must be rewritten by
+    /// the next update even when that update stores the same bytes. A wrapper that transforms
+    /// values says so for a value it read with a key it no longer writes with (encryption at
+    /// rest after a key rotation, Kubernetes' "stale" data). Engines store what they are given:
+    /// never.
+    async fn stale(&self, _kv: &KeyValue) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The compaction point: reads at revisions below it fail with `Compacted`.
     fn compacted_revision(&self) -> Revision;
 

@@ -9,6 +9,7 @@ mod cbor;
 mod controller_kinds;
 mod crash;
 mod deletion;
+mod encryption;
 mod etcd;
 mod etcd_faults;
 mod etcd_replicas;
