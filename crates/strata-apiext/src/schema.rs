@@ -236,8 +236,8 @@ pub fn compile_pattern(pattern: &str) -> Result<Arc<Regex>, String> {
 }
 
 fn regex_error(pattern: &str, e: &regex::Error) -> String {
-    // Go words it `error parsing regexp: <what>: `<part>``; the regex crate's detail differs,
-    // so only its last line (the description) is kept.
+    // Go words it `error parsing regexp: <what>: `<part>``: the regex crate's description is
+    // translated for the common mistakes, and the part is the whole pattern.
     let detail = e.to_string();
     let what = detail
         .lines()
@@ -250,7 +250,26 @@ fn regex_error(pattern: &str, e: &regex::Error) -> String {
                 .to_string()
         })
         .unwrap_or(detail);
-    format!("error parsing regexp: {what}: `{pattern}`")
+    let go = [
+        ("unclosed group", "missing closing )"),
+        ("unopened group", "unexpected )"),
+        ("unclosed character class", "missing closing ]"),
+        ("unrecognized escape sequence", "invalid escape sequence"),
+        (
+            "repetition operator missing expression",
+            "missing argument to repetition operator",
+        ),
+        (
+            "invalid character class range",
+            "invalid character class range",
+        ),
+        ("look-around", "invalid or unsupported Perl syntax"),
+        ("backreferences", "invalid or unsupported Perl syntax"),
+    ]
+    .iter()
+    .find(|(rust, _)| what.starts_with(rust))
+    .map_or(what.as_str(), |(_, go)| go);
+    format!("error parsing regexp: {go}: `{pattern}`")
 }
 
 /// Rewrites the Perl classes whose meaning differs: in Go they are ASCII-only, in the regex

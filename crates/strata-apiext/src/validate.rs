@@ -1097,32 +1097,39 @@ fn child(path: &str, name: &str) -> String {
 /// The apiVersion, kind and metadata of every `x-kubernetes-embedded-resource` object below
 /// the root, checked as Kubernetes checks them.
 pub fn embedded_resource_errors(schema: &Schema, object: &Value) -> Vec<FieldError> {
+    embedded_resource_errors_at(schema, object, "")
+}
+
+/// [`embedded_resource_errors`] for a value at `path` (a `default`, say); the value itself is
+/// checked as a resource when `schema` is an embedded resource's.
+pub(crate) fn embedded_resource_errors_at(
+    schema: &Schema,
+    value: &Value,
+    path: &str,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    walk_embedded("", object, schema, true, &mut errs);
+    walk_embedded(path, value, schema, &mut errs);
     errs
 }
 
-fn walk_embedded(path: &str, x: &Value, s: &Schema, root: bool, errs: &mut Vec<FieldError>) {
+fn walk_embedded(path: &str, x: &Value, s: &Schema, errs: &mut Vec<FieldError>) {
     match x {
         Value::Object(map) => {
-            if s.embedded_resource && !root {
+            if s.embedded_resource {
                 embedded_resource(path, map, errs);
             }
             for (k, v) in map {
-                if root && k == "metadata" {
-                    continue;
-                }
                 if let Some(prop) = s.property(k) {
-                    walk_embedded(&child(path, k), v, prop, false, errs);
+                    walk_embedded(&child(path, k), v, prop, errs);
                 } else if let Some(values) = s.additional_schema() {
-                    walk_embedded(&format!("{path}[{k}]"), v, values, false, errs);
+                    walk_embedded(&format!("{path}[{k}]"), v, values, errs);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = &s.items {
                 for (i, v) in items.iter().enumerate() {
-                    walk_embedded(&format!("{path}[{i}]"), v, item, false, errs);
+                    walk_embedded(&format!("{path}[{i}]"), v, item, errs);
                 }
             }
         }
