@@ -12,6 +12,7 @@
 mod admission;
 pub mod cache;
 mod continue_token;
+pub mod crd;
 pub mod custom;
 mod delete;
 pub mod encryption;

@@ -77,6 +77,7 @@ pub fn builtin(info: &ResourceType) -> Arc<dyn Strategy> {
         ("", "Event") => Arc::new(crate::kinds::EventStrategy),
         ("events.k8s.io", "Event") => Arc::new(crate::kinds::EventsV1Strategy),
         ("coordination.k8s.io", "Lease") => Arc::new(crate::kinds::LeaseStrategy),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => Arc::new(crate::crd::CrdStrategy),
         ("", "Namespace") => Arc::new(NamespaceStrategy),
         ("", "ServiceAccount") => Arc::new(ServiceAccountStrategy),
         ("rbac.authorization.k8s.io", "Role") => Arc::new(RbacStrategy::new(RbacKind::Role)),
