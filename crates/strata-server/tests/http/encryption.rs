@@ -253,7 +253,15 @@ async fn secrets_are_encrypted_at_rest_and_keys_rotate() {
     // A server with only the retired key cannot decrypt them: it says which object and why,
     // as a corrupt object (500), and goes on serving everything else.
     let retired = config_file(tmp.path(), "retired.yaml", &[("k1", 1)], false);
-    let server = start(&data, Some(&retired));
+    let server = TestServer::start_in(
+        &data,
+        &[
+            "--encryption-provider-config",
+            retired.to_str().unwrap(),
+            "--feature-gates",
+            "AllowUnsafeMalformedObjectDeletion=true",
+        ],
+    );
     let r = server.get(&format!("{SECRETS}/db-1")).await;
     assert_eq!(r.code(), 500, "{}", String::from_utf8_lossy(&r.body));
     let message = r.json()["message"].as_str().unwrap().to_string();
@@ -267,6 +275,15 @@ async fn secrets_are_encrypted_at_rest_and_keys_rotate() {
     assert_eq!(r.code(), 500, "{}", String::from_utf8_lossy(&r.body));
     let r = server.get(&format!("{CONFIGMAPS}/settings")).await;
     assert_eq!(r.code(), 200);
+    // An undecryptable Secret can be force-deleted (KEP-3926's way out), the others stay.
+    let force = json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true});
+    let r = server
+        .http()
+        .delete_json(&format!("{SECRETS}/db-3"), &force)
+        .await;
+    assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(server.get(&format!("{SECRETS}/db-3")).await.code(), 404);
+    assert_eq!(server.get(&format!("{SECRETS}/db-2")).await.code(), 500);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
