@@ -70,7 +70,7 @@ pub fn transform_error(value: &[u8]) -> Option<String> {
 #[derive(Clone)]
 pub struct EncryptionConfig {
     /// `(group, resource)` patterns (`*` for any) and their transformers, in file order.
-    rules: Vec<((String, String), Arc<Transformer>)>,
+    rules: Vec<((String, String), Transformer)>,
 }
 
 impl fmt::Debug for EncryptionConfig {
@@ -79,7 +79,7 @@ impl fmt::Debug for EncryptionConfig {
         let resources: Vec<String> = self
             .rules
             .iter()
-            .map(|((group, resource), t)| format!("{resource}.{group}: {t:?}"))
+            .map(|((group, resource), t)| format!("{}: {t:?}", yaml_name(group, resource)))
             .collect();
         f.debug_struct("EncryptionConfig")
             .field("resources", &resources)
@@ -174,9 +174,9 @@ impl EncryptionConfig {
             let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
             return Err(list.join(", "));
         }
-        let mut rules: Vec<((String, String), Arc<Transformer>)> = Vec::new();
+        let mut rules: Vec<((String, String), Transformer)> = Vec::new();
         for rule in &file.resources {
-            let transformer = Arc::new(Transformer::build(&rule.providers)?);
+            let transformer = Transformer::build(&rule.providers)?;
             for name in &rule.resources {
                 let (group, resource) = parse_group_resource(name);
                 for earlier in [(group.clone(), "*".to_string()), ("*".into(), "*".into())] {
@@ -188,11 +188,12 @@ impl EncryptionConfig {
                         ));
                     }
                 }
-                if !rules
-                    .iter()
-                    .any(|(gr, _)| *gr == (group.clone(), resource.clone()))
-                {
-                    rules.push(((group, resource), transformer.clone()));
+                // A resource named again in a later entry reads with that entry's providers too
+                // (after the earlier ones), as in Kubernetes.
+                let gr = (group, resource);
+                match rules.iter_mut().find(|(known, _)| *known == gr) {
+                    Some((_, known)) => known.providers.extend(transformer.providers.clone()),
+                    None => rules.push((gr, transformer.clone())),
                 }
             }
         }
@@ -207,7 +208,7 @@ impl EncryptionConfig {
             self.rules
                 .iter()
                 .find(|((rg, rr), _)| rg == g && rr == r)
-                .map(|(_, t)| t.as_ref())
+                .map(|(_, t)| t)
         };
         find(group, resource)
             .or_else(|| find(group, "*"))
@@ -595,8 +596,9 @@ enum Provider {
 }
 
 /// The providers of one `resources` entry.
+#[derive(Clone)]
 struct Transformer {
-    providers: Vec<Provider>,
+    providers: Vec<Arc<Provider>>,
 }
 
 impl fmt::Debug for Transformer {
@@ -604,7 +606,7 @@ impl fmt::Debug for Transformer {
         let names: Vec<String> = self
             .providers
             .iter()
-            .map(|p| match p {
+            .map(|p| match p.as_ref() {
                 Provider::Encrypting { name, keys, .. } => {
                     let keys: Vec<String> = keys
                         .iter()
@@ -635,7 +637,7 @@ impl Transformer {
                 );
             }
             if p.identity.is_some() {
-                out.push(Provider::Identity);
+                out.push(Arc::new(Provider::Identity));
                 continue;
             }
             let (name, keys) = match (&p.aesgcm, &p.aescbc, &p.secretbox) {
@@ -654,18 +656,18 @@ impl Transformer {
                     cipher: Cipher::new(name, &secret)?,
                 });
             }
-            out.push(Provider::Encrypting {
+            out.push(Arc::new(Provider::Encrypting {
                 name,
                 prefix: format!("k8s:enc:{name}:v1:").into_bytes(),
                 keys: named,
-            });
+            }));
         }
         Ok(Transformer { providers: out })
     }
 
     /// The stored form of `data` under the etcd key `aad`: the first provider's.
     fn write(&self, data: &[u8], aad: &[u8]) -> Result<Vec<u8>, String> {
-        match self.providers.first() {
+        match self.providers.first().map(AsRef::as_ref) {
             Some(Provider::Encrypting { prefix, keys, .. }) => {
                 let key = keys.first().ok_or("the provider has no keys")?;
                 let sealed = key.cipher.seal(data, aad)?;
@@ -685,7 +687,7 @@ impl Transformer {
     fn read(&self, data: &[u8], aad: &[u8]) -> Result<(Vec<u8>, bool), String> {
         let mut errors: Vec<String> = Vec::new();
         for (i, provider) in self.providers.iter().enumerate() {
-            match provider {
+            match provider.as_ref() {
                 Provider::Identity => {
                     if data.starts_with(ENCRYPTED) {
                         // Not an error of its own: a later provider may read it.
@@ -1307,7 +1309,7 @@ mod tests {
         let parsed = EncryptionConfig::parse(json.as_bytes()).unwrap();
         assert_eq!(
             format!("{parsed:?}"),
-            "EncryptionConfig { resources: [\"secrets.: [aesgcm(k), identity]\"] }"
+            "EncryptionConfig { resources: [\"secrets: [aesgcm(k), identity]\"] }"
         );
     }
 
@@ -1338,6 +1340,23 @@ mod tests {
             .transformer("/registry/coordination.k8s.io/leases/ns/l")
             .is_some());
         assert!(group.transformer("/registry/secrets/ns/s").is_none());
+        // A resource named by two entries reads with both lists, the first one writing.
+        let twice = EncryptionConfig::parse(
+            format!(
+                "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\n\
+                 resources:\n- resources: [secrets, configmaps]\n  providers: [{}]\n\
+                 - resources: [secrets]\n  providers: [{}, {{identity: {{}}}}]\n",
+                aesgcm("new", KEY32),
+                aesgcm("old", KEY16)
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            format!("{twice:?}"),
+            "EncryptionConfig { resources: [\"secrets: [aesgcm(new), aesgcm(old), identity]\", \
+             \"configmaps: [aesgcm(new)]\"] }"
+        );
         let all = parse("[\"*.*\"]");
         assert!(all.transformer("/registry/secrets/ns/s").is_some());
         assert!(all.transformer("/strata/continue-token-key").is_none());
