@@ -1,27 +1,1098 @@
 //! `x-kubernetes-validations`: CEL rules compiled once per schema and evaluated with a cost
-//! limit.
+//! limit, as kube-apiserver 1.31 does.
+//!
+//! [`Rules::compile`] finds every rule of a CRD version's `openAPIV3Schema` (on properties,
+//! items and additionalProperties, at any depth), parses and checks it, and reports what
+//! Kubernetes reports when the CRD is written: compile errors, bad `reason`/`fieldPath`/
+//! `message`/`messageExpression`, transition rules where old values cannot be correlated, and
+//! rules whose *estimated* cost (from the schema's `maxItems`/`maxLength`/`maxProperties`)
+//! exceeds the per-expression or the per-CRD limit.
+//!
+//! [`Rules::validate`] evaluates them on a custom resource: `self` is the value at the rule's
+//! node (each element for `items`, each value for `additionalProperties`), `oldSelf` the old
+//! value at the same position on updates (correlated by property name, map key or map-list
+//! keys; transition rules are skipped when there is no old value). Before each evaluation the
+//! rule's cost is bounded from the sizes of the actual values; a rule that could exceed the
+//! per-call limit, or the object's total budget, is refused without being run.
+//!
+//! The pieces: [`library`] (the environment and Kubernetes' CEL libraries), [`schema`] (the
+//! schema as CEL sees it, value conversion), [`check`] (types and costs), [`ty`], [`quantity`],
+//! [`url`].
 
-use serde_json::Value;
-use strata_object::field::FieldError;
+mod check;
+mod library;
+mod quantity;
+mod schema;
+mod ty;
+mod url;
+
+use std::sync::Arc;
+
+use cel::objects::OptionalValue;
+use cel::{Context, ExecutionError, Program, Value};
+use serde_json::Value as J;
+use strata_object::field::{FieldError, FieldErrorKind};
+use strata_object::go;
+
+use schema::Schema;
+use ty::Ty;
+
+/// The cost one evaluation of a rule (or a messageExpression) may reach (Kubernetes'
+/// `PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// The cost all the rules of one object may reach together (Kubernetes'
+/// `RuntimeCELCostBudget`).
+pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
+/// The largest estimated cost of one rule, times how often it may run, a CRD may declare
+/// (`StaticEstimatedCostLimit`).
+pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
+/// The largest estimated cost of all the rules of a CRD version together
+/// (`StaticEstimatedCRDCostLimit`).
+pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
+/// The longest message a messageExpression may produce.
+const MAX_MESSAGE_EXPRESSION_LEN: usize = 5 * 1024;
+
+const SUPPORTED_REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
 
 /// The compiled rules of one schema.
 #[derive(Debug, Default)]
-pub struct Rules {}
+pub struct Rules {
+    root: Option<Node>,
+}
+
+/// A schema node with rules at or below it.
+#[derive(Debug)]
+struct Node {
+    /// The node's schema, for converting values.
+    schema: Arc<J>,
+    resource_root: bool,
+    /// The schema `type`, which failed rules report as the value.
+    type_name: String,
+    rules: Vec<Rule>,
+    properties: Vec<(String, Node)>,
+    items: Option<Box<Node>>,
+    additional: Option<Box<Node>>,
+    /// For a `x-kubernetes-list-type: map` list: the keys its items correlate by.
+    list_map_keys: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Rule {
+    /// The rule as written, trimmed.
+    source: String,
+    message: Option<String>,
+    message_expression: Option<(String, Program)>,
+    reason: Option<FieldErrorKind>,
+    /// The normalized `fieldPath`, relative to the node.
+    field_path: Option<String>,
+    program: Program,
+    uses_old_self: bool,
+    optional_old_self: bool,
+}
+
+impl Rule {
+    /// How Kubernetes names the rule in errors: its message, else the rule itself.
+    fn error_string(&self) -> &str {
+        self.message.as_deref().unwrap_or(&self.source)
+    }
+}
+
+/// A field path in Kubernetes' notation; the root is empty (printed `<nil>`).
+#[derive(Clone, Debug, Default)]
+struct Path(String);
+
+impl Path {
+    fn child(&self, name: &str) -> Path {
+        if self.0.is_empty() {
+            Path(name.to_string())
+        } else {
+            Path(format!("{}.{name}", self.0))
+        }
+    }
+
+    fn index(&self, i: usize) -> Path {
+        Path(format!("{}[{i}]", self.0))
+    }
+
+    fn key(&self, k: &str) -> Path {
+        Path(format!("{}[{k}]", self.0))
+    }
+
+    fn render(&self) -> String {
+        if self.0.is_empty() {
+            "<nil>".to_string()
+        } else {
+            self.0.clone()
+        }
+    }
+}
 
 impl Rules {
     /// Compiles every rule of `schema`; compile errors are reported at `path` (the schema's
     /// position in the CRD) plus the rule's position.
-    pub fn compile(_schema: &Value, _path: &str) -> Result<Rules, Vec<FieldError>> {
-        Ok(Rules {})
+    pub fn compile(schema: &J, path: &str) -> Result<Rules, Vec<FieldError>> {
+        let mut cx = CompileCx::default();
+        let root = compile_node(
+            Schema(schema),
+            &Path(path.to_string()),
+            NodeCx {
+                resource_root: true,
+                cardinality: Some(1),
+                uncorrelatable: None,
+            },
+            &mut cx,
+        )
+        .node;
+        if cx.total > STATIC_ESTIMATED_CRD_COST_LIMIT {
+            for (p, _) in &cx.most_expensive {
+                cx.errors.push(FieldError::forbidden(
+                    p,
+                    "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                ));
+            }
+            cx.errors.push(FieldError::forbidden(
+                path,
+                cost_error_message(
+                    "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                    cx.total,
+                    STATIC_ESTIMATED_CRD_COST_LIMIT,
+                ),
+            ));
+        }
+        if cx.errors.is_empty() {
+            Ok(Rules { root })
+        } else {
+            Err(cx.errors)
+        }
     }
 
     /// Evaluates the rules against `object` (and `old`, on updates, for transition rules).
-    pub fn validate(&self, _object: &Value, _old: Option<&Value>) -> Vec<FieldError> {
-        Vec::new()
+    pub fn validate(&self, object: &J, old: Option<&J>) -> Vec<FieldError> {
+        let Some(root) = &self.root else {
+            return Vec::new();
+        };
+        let mut st = EvalState {
+            budget: RUNTIME_COST_BUDGET,
+            errors: Vec::new(),
+            env: library::env(),
+        };
+        walk(root, &Path::default(), object, old, &mut st);
+        st.errors
     }
 
     /// Whether the schema has no rules.
     pub fn is_empty(&self) -> bool {
-        true
+        self.root.is_none()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Compilation
+
+#[derive(Default)]
+struct CompileCx {
+    errors: Vec<FieldError>,
+    total: u64,
+    /// The (at most four) costliest expressions of at least 1% of the CRD limit.
+    most_expensive: Vec<(String, u64)>,
+}
+
+impl CompileCx {
+    fn observe(&mut self, path: &str, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < STATIC_ESTIMATED_CRD_COST_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((path.to_string(), cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
+}
+
+#[derive(Clone)]
+struct NodeCx {
+    resource_root: bool,
+    /// How often the node can occur in one object (`None`: under an unbounded list or map).
+    cardinality: Option<u64>,
+    /// The list (or map) above that keeps old values from being correlated, if any.
+    uncorrelatable: Option<String>,
+}
+
+struct Compiled {
+    node: Option<Node>,
+    /// Whether this node or one below it has errors in its rule declarations (which keep
+    /// Kubernetes from compiling the rules above).
+    schema_errors: bool,
+}
+
+fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Compiled {
+    let mut schema_errors = false;
+    let child_cardinality = |bound: Option<u64>| -> Option<u64> {
+        match (ncx.cardinality, bound) {
+            (Some(c), Some(b)) => Some(c.saturating_mul(b)),
+            _ => None,
+        }
+    };
+    let mut additional = None;
+    if let Some(ap) = s.additional() {
+        let child = compile_node(
+            ap,
+            &path.child("additionalProperties"),
+            NodeCx {
+                resource_root: ap.embedded(),
+                cardinality: if s.ty() == "object" {
+                    child_cardinality(s.max_properties())
+                } else {
+                    child_cardinality(Some(1))
+                },
+                uncorrelatable: ncx.uncorrelatable.clone(),
+            },
+            cx,
+        );
+        schema_errors |= child.schema_errors;
+        additional = child.node.map(Box::new);
+    }
+    let mut properties = Vec::new();
+    if let Some(props) = s.properties() {
+        let correlatable = matches!(s.map_type(), None | Some("granular") | Some("atomic"));
+        for (name, prop) in props {
+            let prop = Schema(prop);
+            let uncorrelatable = match (&ncx.uncorrelatable, correlatable) {
+                (Some(u), _) => Some(u.clone()),
+                (None, false) => Some(path.0.clone()),
+                (None, true) => None,
+            };
+            let child = compile_node(
+                prop,
+                &path.child("properties").key(name),
+                NodeCx {
+                    resource_root: prop.embedded(),
+                    cardinality: child_cardinality(Some(1)),
+                    uncorrelatable,
+                },
+                cx,
+            );
+            schema_errors |= child.schema_errors;
+            if let Some(n) = child.node {
+                properties.push((name.clone(), n));
+            }
+        }
+    }
+    let mut items = None;
+    if let Some(it) = s.items() {
+        let uncorrelatable = match &ncx.uncorrelatable {
+            Some(u) => Some(u.clone()),
+            None if s.list_type() != "map" => Some(path.0.clone()),
+            None => None,
+        };
+        let bound = if s.ty() == "array" {
+            s.max_items()
+        } else {
+            Some(1)
+        };
+        let child = compile_node(
+            it,
+            &path.child("items"),
+            NodeCx {
+                resource_root: it.embedded(),
+                cardinality: child_cardinality(bound),
+                uncorrelatable,
+            },
+            cx,
+        );
+        schema_errors |= child.schema_errors;
+        items = child.node.map(Box::new);
+    }
+
+    let declared = s.validations();
+    let mut rules = Vec::new();
+    if !declared.is_empty() {
+        let rules_path = path.child("x-kubernetes-validations");
+        let before = cx.errors.len();
+        for (i, r) in declared.iter().enumerate() {
+            check_declaration(r, s, &rules_path.index(i), cx);
+        }
+        schema_errors |= cx.errors.len() > before;
+        if !schema_errors {
+            rules = compile_rules(s, declared, &rules_path, &ncx, cx);
+        }
+    }
+
+    let list_map_keys = if s.list_type() == "map" {
+        s.list_map_keys().into_iter().map(String::from).collect()
+    } else {
+        Vec::new()
+    };
+    let node =
+        if rules.is_empty() && properties.is_empty() && items.is_none() && additional.is_none() {
+            None
+        } else {
+            Some(Node {
+                schema: Arc::new(s.0.clone()),
+                resource_root: ncx.resource_root,
+                type_name: s.type_name(),
+                rules,
+                properties,
+                items,
+                additional,
+                list_map_keys,
+            })
+        };
+    Compiled {
+        node,
+        schema_errors,
+    }
+}
+
+fn str_field<'a>(r: &'a J, key: &str) -> Option<&'a str> {
+    r.get(key).and_then(J::as_str)
+}
+
+fn has_newlines(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
+/// The declaration checks Kubernetes makes before compiling: rule present, message and
+/// messageExpression well-formed, a supported reason, a valid fieldPath.
+fn check_declaration(r: &J, s: Schema, at: &Path, cx: &mut CompileCx) {
+    let rule = str_field(r, "rule").unwrap_or("");
+    let message = str_field(r, "message").unwrap_or("");
+    let message_expression = str_field(r, "messageExpression").unwrap_or("");
+    let field_path = str_field(r, "fieldPath").unwrap_or("");
+    let (trimmed_rule, trimmed_msg) = (rule.trim(), message.trim());
+    if trimmed_rule.is_empty() {
+        cx.errors.push(FieldError::required(
+            &at.child("rule").0,
+            "rule is not specified",
+        ));
+    } else if !message.is_empty() && trimmed_msg.is_empty() {
+        cx.errors.push(FieldError::invalid_string(
+            &at.child("message").0,
+            message,
+            "message must be non-empty if specified",
+        ));
+    } else if has_newlines(trimmed_msg) {
+        cx.errors.push(FieldError::invalid_string(
+            &at.child("message").0,
+            message,
+            "message must not contain line breaks",
+        ));
+    } else if has_newlines(trimmed_rule) && trimmed_msg.is_empty() {
+        cx.errors.push(FieldError::required(
+            &at.child("message").0,
+            "message must be specified if rule contains line breaks",
+        ));
+    }
+    if !message_expression.is_empty() && message_expression.trim().is_empty() {
+        cx.errors.push(FieldError::required(
+            &at.child("messageExpression").0,
+            "messageExpression must be non-empty if specified",
+        ));
+    }
+    if let Some(reason) = r.get("reason") {
+        let reason = reason.as_str().unwrap_or("");
+        if !SUPPORTED_REASONS.contains(&reason) {
+            cx.errors.push(FieldError::not_supported(
+                &at.child("reason").0,
+                reason,
+                SUPPORTED_REASONS,
+            ));
+        }
+    }
+    if !field_path.is_empty() && field_path.trim().is_empty() {
+        cx.errors.push(FieldError::invalid_string(
+            &at.child("fieldPath").0,
+            field_path,
+            "fieldPath must be non-empty if specified",
+        ));
+    }
+    if has_newlines(field_path) {
+        cx.errors.push(FieldError::invalid_string(
+            &at.child("fieldPath").0,
+            field_path,
+            "fieldPath must not contain line breaks",
+        ));
+    }
+    if !field_path.is_empty() && valid_field_path(field_path, s).is_err() {
+        cx.errors.push(FieldError::invalid_string(
+            &at.child("fieldPath").0,
+            field_path,
+            "fieldPath must be a valid path",
+        ));
+    }
+}
+
+/// A rule as Go's `%#v` prints Kubernetes' `ValidationRule` (the value of compile errors).
+fn rule_value(r: &J) -> String {
+    let s = |k: &str| go::quote(str_field(r, k).unwrap_or(""));
+    let reason = if r.get("reason").is_some() {
+        "(*apiextensions.FieldValueErrorReason)(0xc000010000)"
+    } else {
+        "(*apiextensions.FieldValueErrorReason)(nil)"
+    };
+    let optional_old_self = if r.get("optionalOldSelf").is_some() {
+        "(*bool)(0xc000010008)"
+    } else {
+        "(*bool)(nil)"
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{reason}, FieldPath:{}, OptionalOldSelf:{optional_old_self}}}",
+        s("rule"),
+        s("message"),
+        s("messageExpression"),
+        s("fieldPath"),
+    )
+}
+
+fn cost_error_message(name: &str, cost: u64, limit: u64) -> String {
+    let factor = cost as f64 / limit as f64;
+    let factor = if factor > 100.0 {
+        "more than 100x".to_string()
+    } else if factor < 1.5 {
+        format!("{factor:.6}x")
+    } else {
+        format!("{factor:.1}x")
+    };
+    format!(
+        "{name} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
+}
+
+/// A compile problem in cel-go's form: `ERROR: <input>:line:col: msg`, the source line and a
+/// caret under the column.
+fn render_issue(source: &str, line: usize, col: usize, msg: &str) -> String {
+    let mut out = format!("ERROR: <input>:{line}:{col}: {msg}");
+    if let Some(text) = source.lines().nth(line.saturating_sub(1)) {
+        out.push_str(&format!(
+            "\n | {text}\n | {}^",
+            ".".repeat(col.saturating_sub(1))
+        ));
+    }
+    out
+}
+
+/// The line and column (1-based, in characters) of a character offset.
+fn position(source: &str, offset: usize) -> (usize, usize) {
+    let mut line = 1;
+    let mut col = 1;
+    for (i, c) in source.chars().enumerate() {
+        if i == offset {
+            break;
+        }
+        if c == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    (line, col)
+}
+
+/// A regex's problem in Go's words where they map (`error parsing regexp: ...`).
+pub(crate) fn regex_error(pattern: &str, e: &regex::Error) -> String {
+    let detail = match e {
+        regex::Error::Syntax(s) => s
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("error: "))
+            .unwrap_or(s.as_str())
+            .to_string(),
+        regex::Error::CompiledTooBig(_) => "expression too large".to_string(),
+        other => other.to_string(),
+    };
+    format!("error parsing regexp: {detail}: `{pattern}`")
+}
+
+/// What compiling one expression gave.
+struct Expression {
+    program: Program,
+    ty: Ty,
+    cost: u64,
+}
+
+fn compile_expression(
+    source: &str,
+    self_ty: &Ty,
+    old_ty: Option<&Ty>,
+) -> Result<Expression, String> {
+    let env = library::env();
+    let program = env.compile(source).map_err(|errs| {
+        errs.errors
+            .iter()
+            .map(|e| {
+                render_issue(
+                    source,
+                    e.pos.0.max(1) as usize,
+                    e.pos.1.max(1) as usize,
+                    &e.msg,
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    let checked = check::check(program.expression(), self_ty, old_ty, true);
+    if !checked.errors.is_empty() {
+        let info = program.source_info();
+        let issues: Vec<String> = checked
+            .errors
+            .iter()
+            .map(|(id, msg)| {
+                let offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
+                let (line, col) = position(source, offset);
+                render_issue(source, line, col, msg)
+            })
+            .collect();
+        return Err(issues.join("\n"));
+    }
+    Ok(Expression {
+        program,
+        ty: checked.ty,
+        cost: checked.cost.max,
+    })
+}
+
+fn compile_rules(
+    s: Schema,
+    declared: &[J],
+    rules_path: &Path,
+    ncx: &NodeCx,
+    cx: &mut CompileCx,
+) -> Vec<Rule> {
+    let Some(self_ty) = schema::decl_ty(s, ncx.resource_root) else {
+        cx.errors.push(FieldError::new(
+            FieldErrorKind::Internal,
+            &rules_path.0,
+            None,
+            "internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations",
+        ));
+        return Vec::new();
+    };
+    let cardinality = ncx
+        .cardinality
+        .unwrap_or_else(|| schema::max_cardinality(schema::min_size(s)));
+    let mut rules = Vec::new();
+    for (i, r) in declared.iter().enumerate() {
+        let at = rules_path.index(i);
+        let rule_path = at.child("rule");
+        let source = str_field(r, "rule").unwrap_or("").trim().to_string();
+        let optional_old_self = r.get("optionalOldSelf").and_then(J::as_bool);
+        let old_ty = if optional_old_self == Some(true) {
+            Ty::Optional(Box::new(self_ty.clone()))
+        } else {
+            self_ty.clone()
+        };
+        let compiled = compile_expression(&source, &self_ty, Some(&old_ty)).and_then(|e| {
+            if !e.ty.is_dyn() && !matches!(e.ty, Ty::Bool) {
+                Err(String::new())
+            } else {
+                Ok(e)
+            }
+        });
+        let cost = compiled.as_ref().map_or(0, |e| {
+            if e.cost == 0 {
+                0
+            } else {
+                e.cost.saturating_mul(cardinality)
+            }
+        });
+        if cost > STATIC_ESTIMATED_COST_LIMIT {
+            cx.errors.push(FieldError::forbidden(
+                &rule_path.0,
+                cost_error_message("estimated rule cost", cost, STATIC_ESTIMATED_COST_LIMIT),
+            ));
+        }
+        cx.observe(&rule_path.0, cost);
+        let expression = match compiled {
+            Ok(e) => e,
+            Err(msg) => {
+                let detail = if msg.is_empty() {
+                    "cel expression must evaluate to a bool".to_string()
+                } else {
+                    format!("compilation failed: {msg}")
+                };
+                cx.errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    &rule_path.0,
+                    Some(rule_value(r)),
+                    detail,
+                ));
+                continue;
+            }
+        };
+        let mut message_expression = None;
+        if let Some(me) = str_field(r, "messageExpression").filter(|m| !m.trim().is_empty()) {
+            let me_path = at.child("messageExpression");
+            match compile_expression(me, &self_ty, Some(&old_ty)) {
+                Err(msg) => cx.errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    &me_path.0,
+                    Some(rule_value(r)),
+                    format!("messageExpression compilation failed: {msg}"),
+                )),
+                Ok(e) if !e.ty.is_dyn() && !matches!(e.ty, Ty::String(_)) => {
+                    cx.errors.push(FieldError::new(
+                        FieldErrorKind::Invalid,
+                        &me_path.0,
+                        Some(rule_value(r)),
+                        "messageExpression must evaluate to a string",
+                    ))
+                }
+                Ok(e) => {
+                    if e.cost > STATIC_ESTIMATED_COST_LIMIT {
+                        cx.errors.push(FieldError::forbidden(
+                            &me_path.0,
+                            cost_error_message(
+                                "estimated messageExpression cost",
+                                e.cost,
+                                STATIC_ESTIMATED_COST_LIMIT,
+                            ),
+                        ));
+                    }
+                    cx.observe(&me_path.0, e.cost);
+                    message_expression = Some((me.to_string(), e.program));
+                }
+            }
+        }
+        let uses_old_self = expression.program.references().has_variable("oldSelf");
+        if uses_old_self {
+            if let Some(within) = &ncx.uncorrelatable {
+                cx.errors.push(FieldError::invalid_string(
+                    &rule_path.0,
+                    &source,
+                    format!(
+                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"
+                    ),
+                ));
+            }
+        } else if let Some(v) = optional_old_self {
+            cx.errors.push(FieldError::new(
+                FieldErrorKind::Invalid,
+                &at.child("optionalOldSelf").0,
+                Some(v.to_string()),
+                "may not be set if oldSelf is not used in rule",
+            ));
+        }
+        let reason = str_field(r, "reason").map(|reason| match reason {
+            "FieldValueForbidden" => FieldErrorKind::Forbidden,
+            "FieldValueRequired" => FieldErrorKind::Required,
+            "FieldValueDuplicate" => FieldErrorKind::Duplicate,
+            _ => FieldErrorKind::Invalid,
+        });
+        let field_path = str_field(r, "fieldPath")
+            .filter(|p| !p.is_empty())
+            .and_then(|p| valid_field_path(p, s).ok());
+        rules.push(Rule {
+            source,
+            message: str_field(r, "message")
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .map(String::from),
+            message_expression,
+            reason,
+            field_path,
+            program: expression.program,
+            uses_old_self,
+            optional_old_self: optional_old_self == Some(true),
+        });
+    }
+    rules
+}
+
+/// Resolves a rule's `fieldPath` (`.a.b`, `['a.b']`, `.m['key']`) against the node's schema
+/// and returns it in field-path notation (`a.b`, `m[key]`), or why it does not resolve.
+fn valid_field_path(path: &str, s: Schema) -> Result<String, String> {
+    let tokens = field_path_tokens(path);
+    let mut out = Path::default();
+    let mut cur = s;
+    let mut it = tokens.into_iter();
+    let step = |name: &str, cur: &mut Schema, out: &mut Path| -> Result<(), String> {
+        if cur.properties().is_some() {
+            *out = out.child(name);
+            *cur = cur
+                .property(name)
+                .ok_or_else(|| "does not refer to a valid field".to_string())?;
+        } else if let Some(ap) = cur.additional() {
+            *out = out.key(name);
+            *cur = ap;
+        } else {
+            return Err("does not refer to a valid field".to_string());
+        }
+        Ok(())
+    };
+    while let Some(tok) = it.next() {
+        match tok.as_str() {
+            "[" => {
+                let quoted = it
+                    .next()
+                    .ok_or_else(|| "unexpected end of JSON path".to_string())?;
+                if quoted.len() < 2 || !quoted.starts_with('\'') || !quoted.ends_with('\'') {
+                    return Err(format!("expected single quoted string but got {quoted}"));
+                }
+                let name = unescape_single_quoted(&quoted[1..quoted.len() - 1])?;
+                step(&name, &mut cur, &mut out)?;
+                match it.next() {
+                    Some(t) if t == "]" => {}
+                    Some(t) => return Err(format!("expected ] but got {t}")),
+                    None => return Err("unexpected end of JSON path".to_string()),
+                }
+            }
+            "." => {
+                let name = it
+                    .next()
+                    .ok_or_else(|| "unexpected end of JSON path".to_string())?;
+                step(&name, &mut cur, &mut out)?;
+            }
+            other => return Err(format!("expected [ or . but got: {other}")),
+        }
+    }
+    Ok(out.0)
+}
+
+fn field_path_tokens(path: &str) -> Vec<String> {
+    let chars: Vec<char> = path.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if matches!(c, '.' | '[' | ']') {
+            tokens.push(c.to_string());
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if c == '\'' {
+            i += 1;
+            while i < chars.len() && !(chars[i] == '\'' && chars[i - 1] != '\\') {
+                i += 1;
+            }
+            i = (i + 1).min(chars.len());
+        } else {
+            while i < chars.len() && !matches!(chars[i], '.' | '[' | ']') {
+                i += 1;
+            }
+        }
+        tokens.push(chars[start..i].iter().collect());
+    }
+    tokens
+}
+
+fn unescape_single_quoted(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = chars.next().unwrap_or('\\');
+        out.push(match e {
+            'a' => '\u{7}',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'v' => '\u{b}',
+            '\'' => '\'',
+            '\\' => '\\',
+            other => {
+                return Err(format!(
+                    "invalid string literal: invalid escape char \\{other}"
+                ))
+            }
+        });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Evaluation
+
+struct EvalState {
+    budget: u64,
+    errors: Vec<FieldError>,
+    env: Arc<cel::Env>,
+}
+
+const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// The value of `v` at `node`, converted for CEL, with its runtime type.
+fn converted(node: &Node, v: &J) -> (Value, Ty) {
+    schema::convert(v, Schema(&node.schema), node.resource_root)
+}
+
+/// Validates `v` (and what is below it) against `node`'s rules. Returns `false` once the
+/// evaluation must stop (budget exhausted).
+fn walk(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut EvalState) -> bool {
+    if v.is_null() {
+        return true;
+    }
+    let old = old.filter(|o| !o.is_null());
+    if !node.rules.is_empty() && !evaluate_rules(node, path, v, old, st) {
+        return false;
+    }
+    match v {
+        J::Array(items) => {
+            if let Some(item_node) = &node.items {
+                for (i, item) in items.iter().enumerate() {
+                    let old_item = correlate(node, old, item);
+                    if !walk(item_node, &path.index(i), item, old_item, st) {
+                        return false;
+                    }
+                }
+            }
+        }
+        J::Object(map) => {
+            if let Some(value_node) = &node.additional {
+                for (k, val) in map {
+                    let old_val = old.and_then(|o| o.get(k));
+                    if !walk(value_node, &path.key(k), val, old_val, st) {
+                        return false;
+                    }
+                }
+            }
+            for (name, child) in &node.properties {
+                if let Some(val) = map.get(name) {
+                    let old_val = old.and_then(|o| o.get(name));
+                    if !walk(child, &path.child(name), val, old_val, st) {
+                        return false;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
+/// The old element an item of a `map` list corresponds to: the one with the same keys.
+fn correlate<'a>(node: &Node, old: Option<&'a J>, item: &J) -> Option<&'a J> {
+    if node.list_map_keys.is_empty() {
+        return None;
+    }
+    let key_of = |v: &J| -> Vec<J> {
+        node.list_map_keys
+            .iter()
+            .map(|k| v.get(k).cloned().unwrap_or(J::Null))
+            .collect()
+    };
+    let wanted = key_of(item);
+    old?.as_array()?.iter().find(|o| key_of(o) == wanted)
+}
+
+fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut EvalState) -> bool {
+    let value_type = go::quote(&node.type_name);
+    if st.budget == 0 {
+        st.errors.push(FieldError::new(
+            FieldErrorKind::Invalid,
+            path.render(),
+            Some(value_type),
+            OUT_OF_BUDGET,
+        ));
+        return false;
+    }
+    let (self_value, self_ty) = converted(node, v);
+    let old_converted = old.map(|o| converted(node, o));
+    let mut ctx = Context::with_env(st.env.clone());
+    ctx.add_variable_from_value("self", self_value.clone());
+    if let Some((ov, _)) = &old_converted {
+        ctx.add_variable_from_value("oldSelf", ov.clone());
+    }
+    // The activation of rules with `optionalOldSelf: true`, made when one needs it.
+    let mut optional_ctx: Option<Context> = None;
+    let optional_old_ty = Ty::Optional(Box::new(
+        old_converted.as_ref().map_or(Ty::Never, |(_, t)| t.clone()),
+    ));
+    for rule in &node.rules {
+        if rule.uses_old_self && old.is_none() && !rule.optional_old_self {
+            continue;
+        }
+        let old_ty = if rule.optional_old_self {
+            Some(&optional_old_ty)
+        } else {
+            old_converted.as_ref().map(|(_, t)| t)
+        };
+        let bound = check::check(rule.program.expression(), &self_ty, old_ty, false)
+            .cost
+            .max;
+        if bound > PER_CALL_LIMIT {
+            st.errors.push(FieldError::new(
+                FieldErrorKind::Invalid,
+                path.render(),
+                Some(value_type.clone()),
+                format!(
+                    "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                    rule.error_string()
+                ),
+            ));
+            return false;
+        }
+        if bound > st.budget {
+            st.errors.push(FieldError::new(
+                FieldErrorKind::Invalid,
+                path.render(),
+                Some(value_type.clone()),
+                OUT_OF_BUDGET,
+            ));
+            return false;
+        }
+        st.budget -= bound;
+        let activation = if rule.optional_old_self {
+            optional_ctx.get_or_insert_with(|| {
+                let mut c = Context::with_env(st.env.clone());
+                c.add_variable_from_value("self", self_value.clone());
+                let opt = match &old_converted {
+                    Some((ov, _)) => OptionalValue::of(ov.clone()),
+                    None => OptionalValue::none(),
+                };
+                c.add_variable_from_value("oldSelf", Value::Opaque(Arc::new(opt)));
+                c
+            })
+        } else {
+            &ctx
+        };
+        match rule.program.execute(activation) {
+            Ok(Value::Bool(true)) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                let detail = match &e {
+                    ExecutionError::NoSuchOverload(_)
+                    | ExecutionError::ValuesNotComparable(..)
+                    | ExecutionError::UnsupportedBinaryOperator(..) => format!(
+                        "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                        rule.error_string()
+                    ),
+                    other => format!(
+                        "{} evaluating rule: {}",
+                        execution_error(other),
+                        rule.error_string()
+                    ),
+                };
+                st.errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    path.render(),
+                    Some(value_type.clone()),
+                    detail,
+                ));
+                continue;
+            }
+        }
+        // The rule failed: report it at its fieldPath, with its message.
+        let at = match &rule.field_path {
+            Some(fp) => path.child(fp),
+            None => path.clone(),
+        };
+        let mut detail = None;
+        if let Some((source, program)) = &rule.message_expression {
+            let bound = check::check(program.expression(), &self_ty, old_ty, false)
+                .cost
+                .max;
+            if bound > PER_CALL_LIMIT {
+                st.errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    at.render(),
+                    Some(value_type.clone()),
+                    format!(
+                        "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                        go::quote(source)
+                    ),
+                ));
+                return false;
+            }
+            if bound > st.budget {
+                st.errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    at.render(),
+                    Some(value_type.clone()),
+                    "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
+                ));
+                return false;
+            }
+            st.budget -= bound;
+            if let Ok(Value::String(s)) = program.execute(activation) {
+                let trimmed = s.trim();
+                if !trimmed.is_empty()
+                    && trimmed.len() <= MAX_MESSAGE_EXPRESSION_LEN
+                    && !trimmed.contains('\n')
+                {
+                    detail = Some(trimmed.to_string());
+                }
+            }
+        }
+        let detail = detail.unwrap_or_else(|| match &rule.message {
+            Some(m) => m.clone(),
+            None => format!("failed rule: {}", rule.source),
+        });
+        let error = match rule.reason {
+            Some(FieldErrorKind::Forbidden) => FieldError::forbidden(&at.render(), detail),
+            Some(FieldErrorKind::Required) => FieldError::required(&at.render(), detail),
+            Some(FieldErrorKind::Duplicate) => FieldError::new(
+                FieldErrorKind::Duplicate,
+                at.render(),
+                Some(value_type.clone()),
+                "",
+            ),
+            _ => FieldError::new(
+                FieldErrorKind::Invalid,
+                at.render(),
+                Some(value_type.clone()),
+                detail,
+            ),
+        };
+        st.errors.push(error);
+    }
+    true
+}
+
+/// A runtime error in cel-go's words.
+fn execution_error(e: &ExecutionError) -> String {
+    match e {
+        ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_string(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".to_string(),
+        ExecutionError::Overflow(..) => "integer overflow".to_string(),
+        ExecutionError::IndexOutOfBounds(i) => match i {
+            Value::Int(i) => format!("index out of range: {i}"),
+            Value::UInt(i) => format!("index out of range: {i}"),
+            other => format!("index out of range: {other:?}"),
+        },
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        ExecutionError::UndeclaredReference(name) => format!("no such attribute: {name}"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn field_paths_resolve_against_the_schema() {
+        let s = json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b.c": {"type": "string"}}},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}},
+        }});
+        assert_eq!(valid_field_path(".a", Schema(&s)).unwrap(), "a");
+        assert_eq!(valid_field_path(".a['b.c']", Schema(&s)).unwrap(), "a.b.c");
+        assert_eq!(valid_field_path(".m['k']", Schema(&s)).unwrap(), "m[k]");
+        assert_eq!(valid_field_path(".m.k", Schema(&s)).unwrap(), "m[k]");
+        assert!(valid_field_path(".nope", Schema(&s)).is_err());
+        assert!(valid_field_path("a", Schema(&s)).is_err());
+        assert!(valid_field_path(".a[b]", Schema(&s)).is_err());
+    }
+
+    #[test]
+    fn cost_factors_print_as_kubernetes_prints_them() {
+        assert!(cost_error_message("x", 2_000_000_000, 10_000_000).contains("more than 100x"));
+        assert!(cost_error_message("x", 25_000_000, 10_000_000).contains("factor of 2.5x"));
+        assert!(cost_error_message("x", 12_000_000, 10_000_000).contains("factor of 1.200000x"));
     }
 }

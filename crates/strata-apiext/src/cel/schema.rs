@@ -1,0 +1,712 @@
+//! The schema side of CEL rules: how a JSONSchemaProps node looks to CEL (its declared type,
+//! with the sizes Kubernetes assumes for cost estimates), property-name escaping, and the
+//! conversion of a custom resource's JSON into CEL values (with the runtime [`Ty`] of the
+//! converted value, for the cost bound).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use cel::objects::{Key, Map};
+use cel::Value;
+use serde_json::Value as J;
+
+use super::ty::{Fields, Range, Ty, MAX_REQUEST_SIZE};
+
+/// A read-only view of one JSONSchemaProps node (as written in the CRD).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Schema<'a>(pub &'a J);
+
+impl<'a> Schema<'a> {
+    fn get(&self, key: &str) -> Option<&'a J> {
+        self.0.get(key)
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.get(key).and_then(J::as_bool).unwrap_or(false)
+    }
+
+    pub fn ty(&self) -> &'a str {
+        self.get("type").and_then(J::as_str).unwrap_or("")
+    }
+
+    pub fn format(&self) -> &'a str {
+        self.get("format").and_then(J::as_str).unwrap_or("")
+    }
+
+    pub fn int_or_string(&self) -> bool {
+        self.flag("x-kubernetes-int-or-string")
+    }
+
+    pub fn preserve_unknown(&self) -> bool {
+        self.flag("x-kubernetes-preserve-unknown-fields")
+    }
+
+    pub fn embedded(&self) -> bool {
+        self.flag("x-kubernetes-embedded-resource")
+    }
+
+    pub fn properties(&self) -> Option<&'a serde_json::Map<String, J>> {
+        self.get("properties").and_then(J::as_object)
+    }
+
+    pub fn property(&self, name: &str) -> Option<Schema<'a>> {
+        self.properties().and_then(|p| p.get(name)).map(Schema)
+    }
+
+    pub fn items(&self) -> Option<Schema<'a>> {
+        self.get("items").filter(|i| i.is_object()).map(Schema)
+    }
+
+    /// `additionalProperties` when it is a schema (not a boolean).
+    pub fn additional(&self) -> Option<Schema<'a>> {
+        self.get("additionalProperties")
+            .filter(|i| i.is_object())
+            .map(Schema)
+    }
+
+    pub fn list_type(&self) -> &'a str {
+        self.get("x-kubernetes-list-type")
+            .and_then(J::as_str)
+            .unwrap_or("atomic")
+    }
+
+    pub fn list_map_keys(&self) -> Vec<&'a str> {
+        self.get("x-kubernetes-list-map-keys")
+            .and_then(J::as_array)
+            .map(|a| a.iter().filter_map(J::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn map_type(&self) -> Option<&'a str> {
+        self.get("x-kubernetes-map-type").and_then(J::as_str)
+    }
+
+    fn bound(&self, key: &str) -> Option<u64> {
+        self.get(key)
+            .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+            .map(|v| v.max(0) as u64)
+    }
+
+    pub fn max_items(&self) -> Option<u64> {
+        self.bound("maxItems")
+    }
+
+    pub fn max_length(&self) -> Option<u64> {
+        self.bound("maxLength")
+    }
+
+    pub fn max_properties(&self) -> Option<u64> {
+        self.bound("maxProperties")
+    }
+
+    pub fn required(&self) -> Vec<&'a str> {
+        self.get("required")
+            .and_then(J::as_array)
+            .map(|a| a.iter().filter_map(J::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn has_default(&self) -> bool {
+        self.get("default").is_some()
+    }
+
+    pub fn validations(&self) -> &'a [J] {
+        self.get("x-kubernetes-validations")
+            .and_then(J::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    fn enum_max_len(&self) -> Option<u64> {
+        let values = self.get("enum")?.as_array()?;
+        if values.is_empty() {
+            return None;
+        }
+        Some(
+            values
+                .iter()
+                .filter_map(J::as_str)
+                .map(|s| s.len() as u64)
+                .max()
+                .unwrap_or(0),
+        )
+    }
+
+    /// The type Kubernetes reports as the value of a failed rule's error: the schema `type`
+    /// (empty for int-or-string and untyped nodes).
+    pub fn type_name(&self) -> String {
+        self.ty().to_string()
+    }
+}
+
+/// CEL keywords a property may not be named without escaping.
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// The CEL identifier of a property name, or `None` when the name cannot be expressed in CEL
+/// (Kubernetes' escaping: `__` → `__underscores__`, `.` → `__dot__`, `-` → `__dash__`, `/` →
+/// `__slash__`, a keyword `k` → `__k__`; other characters, or a leading digit, make the
+/// property inaccessible).
+pub(crate) fn escape(name: &str) -> Option<String> {
+    let first = name.chars().next()?;
+    if first.is_ascii_digit() {
+        return None;
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '_' if chars.peek() == Some(&'_') => {
+                chars.next();
+                out.push_str("__underscores__");
+            }
+            '.' => out.push_str("__dot__"),
+            '-' => out.push_str("__dash__"),
+            '/' => out.push_str("__slash__"),
+            c if c.is_ascii_alphanumeric() || c == '_' => out.push(c),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+const MIN_STRING_SIZE: u64 = 2;
+const MIN_BOOL_SIZE: u64 = 4;
+const MIN_NUMBER_SIZE: u64 = 1;
+const MIN_DURATION_SIZE: u64 = 3;
+const DATE_SIZE: u64 = 12;
+const MIN_DATETIME_SIZE: u64 = 21;
+const MAX_DURATION_SIZE: u64 = 32;
+const MAX_DATETIME_SIZE: u64 = 32;
+
+/// The smallest JSON serialization of a value of the schema (Kubernetes' `MinSerializedSize`),
+/// from which the number of values an unbounded list can hold is estimated.
+pub(crate) fn min_size(s: Schema) -> u64 {
+    if s.int_or_string() {
+        return 1;
+    }
+    match s.ty() {
+        "array" => 2,
+        "object" => {
+            if s.additional().is_some() {
+                return 2;
+            }
+            let mut size = 2;
+            let required = s.required();
+            if let Some(props) = s.properties() {
+                for (name, prop) in props {
+                    let prop = Schema(prop);
+                    if required.contains(&name.as_str())
+                        && !prop.has_default()
+                        && decl_ty(prop, prop.embedded()).is_some()
+                    {
+                        size += name.len() as u64 + min_size(prop) + 4;
+                    }
+                }
+            }
+            size
+        }
+        "string" => match s.format() {
+            "duration" => MIN_DURATION_SIZE,
+            "date" => DATE_SIZE,
+            "date-time" => MIN_DATETIME_SIZE,
+            _ => MIN_STRING_SIZE,
+        },
+        "boolean" => MIN_BOOL_SIZE,
+        "number" | "integer" => MIN_NUMBER_SIZE,
+        _ => 1,
+    }
+}
+
+/// How many values of a schema with this minimum size fit in one request: the cardinality
+/// assumed for a rule under unbounded lists or maps.
+pub(crate) fn max_cardinality(min: u64) -> u64 {
+    MAX_REQUEST_SIZE / (min + 1)
+}
+
+fn max_string_len(s: Schema) -> u64 {
+    if s.int_or_string() {
+        return MAX_REQUEST_SIZE - 2;
+    }
+    match s.format() {
+        "duration" => MAX_DURATION_SIZE,
+        "date" => DATE_SIZE,
+        "date-time" => MAX_DATETIME_SIZE,
+        _ => MAX_REQUEST_SIZE - 2,
+    }
+}
+
+fn string_ty(s: Schema) -> Ty {
+    let max = if let Some(l) = s.max_length() {
+        l.saturating_mul(4)
+    } else if let Some(l) = s.enum_max_len() {
+        l
+    } else {
+        max_string_len(s)
+    };
+    Ty::String(Range::upto(max))
+}
+
+fn metadata_ty() -> Ty {
+    let mut fields = BTreeMap::new();
+    fields.insert("name".into(), Ty::String(Range::upto(MAX_REQUEST_SIZE - 2)));
+    fields.insert(
+        "generateName".into(),
+        Ty::String(Range::upto(MAX_REQUEST_SIZE - 2)),
+    );
+    Ty::Object(Arc::new(Fields { fields }))
+}
+
+/// The type CEL sees for values of the schema, with the sizes Kubernetes assumes for its
+/// cost estimates; `None` for nodes CEL cannot see (untyped nodes without
+/// `x-kubernetes-preserve-unknown-fields`, lists whose items it cannot see).
+pub(crate) fn decl_ty(s: Schema, resource_root: bool) -> Option<Ty> {
+    if s.int_or_string() {
+        let max = s
+            .max_length()
+            .map(|l| l.saturating_mul(4))
+            .unwrap_or(MAX_REQUEST_SIZE - 2);
+        return Some(Ty::Dyn(Some(Range::upto(max))));
+    }
+    match s.ty() {
+        "array" => {
+            let items = s.items()?;
+            let elem = decl_ty(items, items.embedded())?;
+            let max = s
+                .max_items()
+                .unwrap_or_else(|| (MAX_REQUEST_SIZE - 2) / (min_size(items) + 1));
+            Some(Ty::List(Box::new(elem), Range::upto(max)))
+        }
+        "object" => {
+            if let Some(ap) = s.additional() {
+                let key = Ty::String(Range::upto(MAX_REQUEST_SIZE - 2));
+                return Some(match decl_ty(ap, ap.embedded()) {
+                    Some(v) => {
+                        let max = s
+                            .max_properties()
+                            .unwrap_or_else(|| (MAX_REQUEST_SIZE - 2) / (min_size(ap) + 6));
+                        Ty::Map(Box::new(key), Box::new(v), Range::upto(max))
+                    }
+                    None => Ty::Map(
+                        Box::new(key),
+                        Box::new(Ty::dyn_unknown()),
+                        Range::upto(MAX_REQUEST_SIZE),
+                    ),
+                });
+            }
+            let props = s.properties();
+            if props.is_none_or(|p| p.is_empty()) && s.preserve_unknown() && !resource_root {
+                // Unknown fields kept as they are: a map of anything.
+                return Some(Ty::Map(
+                    Box::new(Ty::String(Range::upto(MAX_REQUEST_SIZE - 2))),
+                    Box::new(Ty::dyn_unknown()),
+                    Range::upto(MAX_REQUEST_SIZE),
+                ));
+            }
+            let mut fields = BTreeMap::new();
+            for (name, prop) in props.into_iter().flatten() {
+                let prop = Schema(prop);
+                if let (Some(t), Some(escaped)) = (decl_ty(prop, prop.embedded()), escape(name)) {
+                    fields.insert(escaped, t);
+                }
+            }
+            if resource_root {
+                let any = Ty::String(Range::upto(MAX_REQUEST_SIZE - 2));
+                fields.entry("apiVersion".into()).or_insert(any.clone());
+                fields.entry("kind".into()).or_insert(any);
+                fields.insert("metadata".into(), metadata_ty());
+            }
+            Some(Ty::Object(Arc::new(Fields { fields })))
+        }
+        "string" => Some(match s.format() {
+            "byte" => Ty::Bytes(Range::upto(s.max_length().unwrap_or(MAX_REQUEST_SIZE - 2))),
+            "duration" => Ty::Duration,
+            "date" | "date-time" => Ty::Timestamp,
+            _ => string_ty(s),
+        }),
+        "boolean" => Some(Ty::Bool),
+        "number" => Some(Ty::Double),
+        "integer" => Some(Ty::Int),
+        "" if s.preserve_unknown() => Some(Ty::dyn_unknown()),
+        _ => None,
+    }
+}
+
+fn str_value(s: &str) -> Value {
+    Value::String(Arc::new(s.to_string()))
+}
+
+fn str_ty(s: &str) -> Ty {
+    Ty::String(Range::exact(s.chars().count() as u64))
+}
+
+fn map_value(entries: HashMap<Key, Value>) -> Value {
+    Value::Map(Map {
+        map: Arc::new(entries),
+    })
+}
+
+/// A JSON value as CEL sees it without a schema: integers as `int` (or `uint` beyond it),
+/// other numbers as `double`, objects as maps.
+pub(crate) fn schemaless(v: &J) -> (Value, Ty) {
+    match v {
+        J::Null => (Value::Null, Ty::Null),
+        J::Bool(b) => (Value::Bool(*b), Ty::Bool),
+        J::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                (Value::Int(i), Ty::Int)
+            } else if let Some(u) = n.as_u64() {
+                (Value::UInt(u), Ty::Uint)
+            } else {
+                (Value::Float(n.as_f64().unwrap_or(0.0)), Ty::Double)
+            }
+        }
+        J::String(s) => (str_value(s), str_ty(s)),
+        J::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            let mut elem = Ty::Never;
+            for i in items {
+                let (v, t) = schemaless(i);
+                out.push(v);
+                elem = elem.union(&t);
+            }
+            let n = Range::exact(out.len() as u64);
+            (Value::List(Arc::new(out)), Ty::List(Box::new(elem), n))
+        }
+        J::Object(m) => {
+            let mut out = HashMap::with_capacity(m.len());
+            let mut key = Ty::Never;
+            let mut val = Ty::Never;
+            for (k, v) in m {
+                let (cv, t) = schemaless(v);
+                key = key.union(&str_ty(k));
+                val = val.union(&t);
+                out.insert(Key::String(Arc::new(k.clone())), cv);
+            }
+            let n = Range::exact(out.len() as u64);
+            (map_value(out), Ty::Map(Box::new(key), Box::new(val), n))
+        }
+    }
+}
+
+/// `v` converted as Kubernetes does for CEL, following its schema `s`: integers and numbers by
+/// the schema's type, `byte`/`duration`/`date`/`date-time` strings as bytes, durations and
+/// timestamps, objects with properties as maps keyed by the escaped property names (only the
+/// declared ones; at a resource root also `apiVersion`, `kind` and `metadata.name` /
+/// `metadata.generateName`), maps and lists element by element. Returns the runtime type of
+/// the result, with its actual sizes, for the cost bound.
+pub(crate) fn convert(v: &J, s: Schema, resource_root: bool) -> (Value, Ty) {
+    if v.is_null() {
+        return (Value::Null, Ty::Null);
+    }
+    if s.int_or_string() {
+        return schemaless(v);
+    }
+    match (s.ty(), v) {
+        ("integer", J::Number(n)) => {
+            if let Some(i) = n.as_i64() {
+                (Value::Int(i), Ty::Int)
+            } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18) {
+                (Value::Int(f as i64), Ty::Int)
+            } else {
+                schemaless(v)
+            }
+        }
+        ("number", J::Number(n)) => (Value::Float(n.as_f64().unwrap_or(0.0)), Ty::Double),
+        ("string", J::String(text)) => convert_string(text, s.format()),
+        ("array", J::Array(items)) => {
+            let Some(item_schema) = s.items() else {
+                return schemaless(v);
+            };
+            let embedded = item_schema.embedded();
+            let mut out = Vec::with_capacity(items.len());
+            let mut elem = Ty::Never;
+            for i in items {
+                let (cv, t) = convert(i, item_schema, embedded);
+                out.push(cv);
+                elem = elem.union(&t);
+            }
+            let n = Range::exact(out.len() as u64);
+            (Value::List(Arc::new(out)), Ty::List(Box::new(elem), n))
+        }
+        ("object", J::Object(m)) => convert_object(m, s, resource_root),
+        ("", _) => schemaless(v),
+        _ => schemaless(v),
+    }
+}
+
+fn convert_string(text: &str, format: &str) -> (Value, Ty) {
+    let parsed = match format {
+        "byte" => decode_base64(text).map(|b| {
+            let n = b.len() as u64;
+            (Value::Bytes(Arc::new(b)), Ty::Bytes(Range::exact(n)))
+        }),
+        "duration" => parse_go_duration(text).map(|d| (Value::Duration(d), Ty::Duration)),
+        "date-time" => chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| (Value::Timestamp(t), Ty::Timestamp)),
+        "date" => chrono::DateTime::parse_from_rfc3339(&format!("{text}T00:00:00Z"))
+            .ok()
+            .map(|t| (Value::Timestamp(t), Ty::Timestamp)),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| (str_value(text), str_ty(text)))
+}
+
+fn convert_object(m: &serde_json::Map<String, J>, s: Schema, resource_root: bool) -> (Value, Ty) {
+    if let Some(ap) = s.additional() {
+        let embedded = ap.embedded();
+        let mut out = HashMap::with_capacity(m.len());
+        let mut key = Ty::Never;
+        let mut val = Ty::Never;
+        for (k, v) in m {
+            let (cv, t) = convert(v, ap, embedded);
+            key = key.union(&str_ty(k));
+            val = val.union(&t);
+            out.insert(Key::String(Arc::new(k.clone())), cv);
+        }
+        let n = Range::exact(out.len() as u64);
+        return (map_value(out), Ty::Map(Box::new(key), Box::new(val), n));
+    }
+    let props = s.properties();
+    if props.is_none_or(|p| p.is_empty()) && !resource_root {
+        if s.preserve_unknown() {
+            return schemaless(&J::Object(m.clone()));
+        }
+        return (map_value(HashMap::new()), Ty::Object(Arc::default()));
+    }
+    let mut out = HashMap::new();
+    let mut fields = BTreeMap::new();
+    for (name, v) in m {
+        let declared = props.and_then(|p| p.get(name)).map(Schema);
+        let (cv, t) = match declared {
+            Some(ps) if resource_root && name == "metadata" => convert_metadata(v, ps),
+            Some(ps) => {
+                if decl_ty(ps, ps.embedded()).is_none() {
+                    continue;
+                }
+                convert(v, ps, ps.embedded())
+            }
+            None if resource_root && name == "metadata" => convert_metadata(v, Schema(&J::Null)),
+            None if resource_root && (name == "apiVersion" || name == "kind") => schemaless(v),
+            None => continue,
+        };
+        let Some(escaped) = escape(name) else {
+            continue;
+        };
+        if cv == Value::Null {
+            // A null optional field is as good as absent.
+            continue;
+        }
+        fields.insert(escaped.clone(), t);
+        out.insert(Key::String(Arc::new(escaped)), cv);
+    }
+    (map_value(out), Ty::Object(Arc::new(Fields { fields })))
+}
+
+/// The part of `metadata` rules at a resource root may see: `name` and `generateName`.
+fn convert_metadata(v: &J, _schema: Schema) -> (Value, Ty) {
+    let mut out = HashMap::new();
+    let mut fields = BTreeMap::new();
+    if let Some(m) = v.as_object() {
+        for key in ["name", "generateName"] {
+            if let Some(J::String(s)) = m.get(key) {
+                out.insert(Key::String(Arc::new(key.to_string())), str_value(s));
+                fields.insert(key.to_string(), str_ty(s));
+            }
+        }
+    }
+    (map_value(out), Ty::Object(Arc::new(Fields { fields })))
+}
+
+/// Standard base64 (with or without padding), as Go's `[]byte` JSON form.
+pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    fn val(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        })
+    }
+    let bytes = s.trim_end_matches('=').as_bytes();
+    if !s.len().is_multiple_of(4) && s.ends_with('=') {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let mut acc = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            acc |= val(*c)? << (18 - 6 * i);
+        }
+        match chunk.len() {
+            4 => out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]),
+            3 => out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8]),
+            2 => out.push((acc >> 16) as u8),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A Go duration string (`300ms`, `-1.5h`, `2h45m`): a sequence of decimal numbers with units
+/// `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`; `0` alone is allowed.
+pub(crate) fn parse_go_duration(s: &str) -> Option<chrono::Duration> {
+    let (neg, mut rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Some(chrono::Duration::zero());
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_end == 0 {
+            return None;
+        }
+        let number: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let nanos_per = match &rest[..unit_end] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        rest = &rest[unit_end..];
+        total += number * nanos_per;
+    }
+    if total > i64::MAX as f64 {
+        return None;
+    }
+    let nanos = total.round() as i64;
+    Some(chrono::Duration::nanoseconds(if neg {
+        -nanos
+    } else {
+        nanos
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn property_names_escape_as_kubernetes_does() {
+        assert_eq!(escape("foo").as_deref(), Some("foo"));
+        assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
+        assert_eq!(
+            escape("a-b.c/d").as_deref(),
+            Some("a__dash__b__dot__c__slash__d")
+        );
+        assert_eq!(escape("a__b").as_deref(), Some("a__underscores__b"));
+        assert_eq!(escape("1a"), None);
+        assert_eq!(escape("a b"), None);
+        assert_eq!(escape(""), None);
+    }
+
+    #[test]
+    fn declared_types_carry_kubernetes_size_assumptions() {
+        let s = json!({"type": "array", "items": {"type": "string"}});
+        let Some(Ty::List(elem, n)) = decl_ty(Schema(&s), false) else {
+            panic!()
+        };
+        // "" plus a comma per element.
+        assert_eq!(n.max, (MAX_REQUEST_SIZE - 2) / 3);
+        assert_eq!(elem.size().unwrap().max, MAX_REQUEST_SIZE - 2);
+        let s = json!({"type": "string", "maxLength": 10});
+        assert_eq!(decl_ty(Schema(&s), false).unwrap().size().unwrap().max, 40);
+        let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let Some(Ty::Object(f)) = decl_ty(Schema(&s), true) else {
+            panic!()
+        };
+        assert!(f.fields.contains_key("a") && f.fields.contains_key("metadata"));
+    }
+
+    #[test]
+    fn values_convert_by_schema() {
+        let s = json!({"type": "object", "properties": {
+            "n": {"type": "number"},
+            "i": {"type": "integer"},
+            "d": {"type": "string", "format": "duration"},
+            "t": {"type": "string", "format": "date-time"},
+            "b": {"type": "string", "format": "byte"},
+            "x-y": {"type": "string"},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}},
+        }});
+        let v = json!({"n": 1, "i": 2, "d": "1h30m", "t": "2024-01-02T03:04:05Z",
+            "b": "aGk=", "x-y": "z", "m": {"a-b": "c"}, "undeclared": 1});
+        let (cv, _) = convert(&v, Schema(&s), false);
+        let Value::Map(m) = cv else { panic!() };
+        let get = |k: &str| m.map.get(&Key::String(Arc::new(k.into()))).cloned();
+        assert_eq!(get("n"), Some(Value::Float(1.0)));
+        assert_eq!(get("i"), Some(Value::Int(2)));
+        assert!(matches!(get("d"), Some(Value::Duration(d)) if d.num_minutes() == 90));
+        assert!(matches!(get("t"), Some(Value::Timestamp(_))));
+        assert_eq!(get("b"), Some(Value::Bytes(Arc::new(b"hi".to_vec()))));
+        assert_eq!(get("x__dash__y"), Some(str_value("z")));
+        assert!(get("undeclared").is_none());
+        let Some(Value::Map(inner)) = get("m") else {
+            panic!()
+        };
+        assert!(inner.map.contains_key(&Key::String(Arc::new("a-b".into()))));
+    }
+
+    #[test]
+    fn go_durations_parse() {
+        assert_eq!(parse_go_duration("1h30m").unwrap().num_seconds(), 5400);
+        assert_eq!(
+            parse_go_duration("-1.5s").unwrap().num_milliseconds(),
+            -1500
+        );
+        assert_eq!(parse_go_duration("0").unwrap().num_seconds(), 0);
+        assert!(parse_go_duration("1x").is_none());
+        assert!(parse_go_duration("").is_none());
+    }
+
+    #[test]
+    fn base64_decodes() {
+        assert_eq!(decode_base64("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(decode_base64("aGVsbG8").unwrap(), b"hello");
+        assert!(decode_base64("a$==").is_none());
+    }
+}
