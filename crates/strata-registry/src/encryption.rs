@@ -59,8 +59,15 @@ const NO_MATCHING_PREFIX: &str = "no matching prefix found";
 const SHORT: &str = "the stored data was shorter than the required size";
 
 /// Why a value handed up by [`EncryptingStore`] could not be decrypted, if it could not: the
-/// registry's decoders report it as an undecodable object.
+/// registry's decoders report it as an undecodable object. An encrypted value read by a server
+/// without the wrapper (started without `--encryption-provider-config`) says so too.
 pub fn transform_error(value: &[u8]) -> Option<String> {
+    if value.starts_with(ENCRYPTED) {
+        return Some(
+            "identity transformer tried to read encrypted data (no --encryption-provider-config              names this resource)"
+                .into(),
+        );
+    }
     value
         .strip_prefix(UNDECRYPTABLE)
         .map(|reason| String::from_utf8_lossy(reason).into_owned())

@@ -284,6 +284,18 @@ async fn secrets_are_encrypted_at_rest_and_keys_rotate() {
     assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(server.get(&format!("{SECRETS}/db-3")).await.code(), 404);
     assert_eq!(server.get(&format!("{SECRETS}/db-2")).await.code(), 500);
+    drop(server);
+
+    // Without the flag, the encrypted Secrets are refused the same way, saying why.
+    let server = start(&data, None);
+    let r = server.get(&format!("{SECRETS}/db-1")).await;
+    assert_eq!(r.code(), 500, "{}", String::from_utf8_lossy(&r.body));
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("/registry/secrets/default/db-1")
+            && message.contains("identity transformer tried to read encrypted data"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
