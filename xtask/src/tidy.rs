@@ -51,7 +51,7 @@ const RULES: &[(&str, Allowed)] = &[
     ),
     (
         "strata-controllers",
-        Allowed::Only(&["strata-object", "strata-registry"]),
+        Allowed::Only(&["strata-object", "strata-apiext", "strata-registry"]),
     ),
     // strata-store is reachable from strata-http tests only, through the dev-dependency rule.
     (

@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value};
 use strata_object::builtin::{closure, schema_catalog};
 use strata_object::printer::{Cell, ColumnType, JsonPath, PrinterColumn};
 use strata_object::resource::{
-    GroupVersionKind, NameRule, ResourceType, ScalePaths, Scope, SubResource,
-    SubResourceBehaviour, Verb,
+    GroupVersionKind, NameRule, ResourceType, ScalePaths, Scope, SubResource, SubResourceBehaviour,
+    Verb,
 };
 use strata_object::selector::UnknownFieldStyle;
 
@@ -50,7 +50,13 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 /// them, else the requested `spec.names`.
 fn names(crd: &Value) -> &Value {
     match crd.pointer("/status/acceptedNames") {
-        Some(n) if n.get("plural").and_then(Value::as_str).is_some_and(|p| !p.is_empty()) => n,
+        Some(n)
+            if n.get("plural")
+                .and_then(Value::as_str)
+                .is_some_and(|p| !p.is_empty()) =>
+        {
+            n
+        }
         _ => crd.pointer("/spec/names").unwrap_or(&Value::Null),
     }
 }
@@ -103,7 +109,9 @@ pub fn served_versions(crd: &Value) -> Vec<ServedVersion> {
             let schema = v
                 .pointer("/schema/openAPIV3Schema")
                 .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+                .unwrap_or_else(
+                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                );
             let status_subresource = v.pointer("/subresources/status").is_some();
             let scale = v.pointer("/subresources/scale").map(|s| ScalePaths {
                 spec_replicas: text(s, "specReplicasPath").to_string(),

@@ -3,6 +3,8 @@
 //! replica of a multi-replica deployment may run them: every step is idempotent and guarded
 //! by optimistic concurrency.
 
+pub mod crd;
 pub mod namespace;
 
+pub use crd::CrdController;
 pub use namespace::NamespaceController;

@@ -16,6 +16,7 @@
 //! (a schema per version, the root of a schema with a status sub-resource).
 
 use serde_json::{json, Map, Value};
+use strata_apiext::crd::CLEANUP_FINALIZER;
 use strata_object::field::{FieldError, FieldErrorKind};
 use strata_object::go::quote;
 use strata_object::names::dns1123_subdomain_errors;
@@ -133,6 +134,39 @@ impl Strategy for CrdStrategy {
             errors.extend(validate_update(obj, old));
         }
         errors
+    }
+
+    /// A CRD is never removed by its first DELETE: its objects go first.
+    fn holds_deletion(&self, obj: &Object) -> bool {
+        obj.deletion_timestamp().is_empty()
+    }
+
+    /// The first DELETE adds the cleanup finalizer, which the CRD controller removes once
+    /// the objects are gone, and says so in the `Terminating` condition.
+    fn prepare_for_delete(&self, obj: &mut Object) {
+        let mut finalizers: Vec<Value> = obj.finalizers().iter().map(|f| json!(f)).collect();
+        if !finalizers.contains(&json!(CLEANUP_FINALIZER)) {
+            finalizers.push(json!(CLEANUP_FINALIZER));
+        }
+        obj.set_meta_value("finalizers", Some(Value::Array(finalizers)));
+        let map = obj.as_map_mut();
+        let status = map.entry("status").or_insert_with(|| json!({}));
+        if !status.is_object() {
+            *status = json!({});
+        }
+        let conditions = status
+            .as_object_mut()
+            .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+        if let Some(Value::Array(conditions)) = conditions {
+            conditions.retain(|c| c["type"] != "Terminating");
+            conditions.push(json!({
+                "type": "Terminating",
+                "status": "True",
+                "lastTransitionTime": strata_object::now_rfc3339(),
+                "reason": "InstanceDeletionInProgress",
+                "message": "CustomResource deletion is in progress",
+            }));
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::{json, Map, Value};
 use strata_apiext::cel::Rules;
 use strata_apiext::crd::ServedVersion;
+use strata_apiext::schema::Schema;
 use strata_object::field::FieldError;
 use strata_object::resource::ScalePaths;
 use strata_object::{Object, Status};
@@ -20,7 +21,8 @@ use crate::{write, Body, PatchKind, RegisteredType, Registry, WriteOptions};
 /// What a custom resource of one served version is checked against.
 #[derive(Debug)]
 struct Compiled {
-    schema: Value,
+    /// The version's schema, parsed once (patterns compiled).
+    schema: Schema,
     rules: Rules,
     status_subresource: bool,
     api_version: String,
@@ -58,7 +60,7 @@ impl CustomResourceStrategy {
             Rules::default()
         });
         Compiled {
-            schema: version.schema.clone(),
+            schema: Schema::parse(&version.schema),
             rules,
             status_subresource: version.status_subresource,
             api_version: version.info.api_version(),
@@ -80,8 +82,9 @@ impl CustomResourceStrategy {
             o.as_map()
                 .iter()
                 .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
-                        && !(c.status_subresource && k.as_str() == "status")
+                    let envelope = matches!(k.as_str(), "metadata" | "apiVersion" | "kind");
+                    let own_status = c.status_subresource && k.as_str() == "status";
+                    !envelope && !own_status
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
@@ -91,7 +94,7 @@ impl CustomResourceStrategy {
 
     fn default(c: &Compiled, obj: &mut Object) {
         let mut value = Value::Object(std::mem::take(obj.as_map_mut()));
-        strata_apiext::defaults::apply_defaults(&c.schema, &mut value);
+        strata_apiext::defaults::apply_defaults_with(&c.schema, &mut value);
         if let Value::Object(m) = value {
             *obj.as_map_mut() = m;
         }
@@ -154,7 +157,7 @@ impl Strategy for CustomResourceStrategy {
     fn validate_write(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let c = self.current();
         let value = Value::Object(obj.as_map().clone());
-        let mut errors = strata_apiext::validate::validate(&c.schema, &value);
+        let mut errors = strata_apiext::validate::validate_with(&c.schema, &value);
         if !c.rules.is_empty() {
             let old_value = old.map(|o| Value::Object(o.as_map().clone()));
             errors.extend(c.rules.validate(&value, old_value.as_ref()));
@@ -394,7 +397,9 @@ mod tests {
                 "status": {"replicas": 2, "selector": "app=a"}
             })
         );
-        let bare = obj(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"}}));
+        let bare = obj(
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"}}),
+        );
         assert_eq!(scale_of(&bare, &paths())["spec"], json!({}));
         assert_eq!(scale_of(&bare, &paths())["status"], json!({"replicas": 0}));
     }
@@ -412,7 +417,11 @@ mod tests {
         assert_eq!(e.code, 422);
         assert!(desired_replicas(&json!({"kind": "Pod"}), "a").is_err());
         assert_eq!(
-            desired_replicas(&json!({"spec": {"replicas": 2}, "metadata": {"resourceVersion": "5"}}), "a").unwrap(),
+            desired_replicas(
+                &json!({"spec": {"replicas": 2}, "metadata": {"resourceVersion": "5"}}),
+                "a"
+            )
+            .unwrap(),
             (2, "5".to_string())
         );
     }

@@ -16,6 +16,7 @@ use strata_auth::authn::{AuthnConfig, TokenFile};
 use strata_auth::rbac::RbacAuthorizer;
 use strata_auth::{UserInfo, AUTHENTICATED, MASTERS};
 use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
+use strata_controllers::CrdController;
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::encryption::{EncryptingStore, EncryptionConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
@@ -193,6 +194,8 @@ pub struct Server {
     config: Config,
     tls: Option<pki::Tls>,
     url: String,
+    /// Serves the custom resource types; runs with the server.
+    crds: Option<CrdController>,
 }
 
 impl std::fmt::Debug for Server {
@@ -246,6 +249,13 @@ impl Server {
             .await
             .map_err(|s| format!("cannot start the registry: {}", s.message))?;
         bootstrap(&registry).await?;
+        // The types of established CRDs are served from the first request on.
+        let crds = CrdController::new(registry.clone());
+        if let Some(c) = &crds {
+            c.serve_existing()
+                .await
+                .map_err(|s| format!("cannot serve the custom resource types: {}", s.message))?;
+        }
         let frontend_config = FrontendConfig {
             compression: config.gate("APIResponseCompression"),
             formats: strata_http::negotiate::Formats {
@@ -322,6 +332,7 @@ impl Server {
             config,
             tls,
             url,
+            crds,
         })
     }
 
@@ -352,6 +363,7 @@ impl Server {
             NamespaceControllerConfig::default(),
         )
         .map(|c| tokio::spawn(c.run()));
+        let crds = self.crds.map(|c| tokio::spawn(c.run()));
         strata_http::serve(
             self.listener,
             self.frontend,
@@ -361,7 +373,7 @@ impl Server {
         )
         .await;
         compaction.abort();
-        if let Some(task) = namespaces {
+        for task in [namespaces, crds].into_iter().flatten() {
             task.abort();
         }
     }

@@ -3,19 +3,19 @@
 
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
+use strata_object::resource::SubResource;
 use strata_object::resource::SubResourceBehaviour;
 use strata_object::{Status, Verb};
-use strata_object::resource::SubResource;
 use strata_registry::custom::ScaleChange;
 use strata_registry::RegisteredType;
 
 use super::body::object_body;
+use super::body::{body_bytes, decode_strict};
+use super::header_str;
+use super::options::patch_kind;
 use super::options::{dry_run, write_options};
 use super::render::{object_response, written_response};
-use super::body::{body_bytes, decode_strict};
-use super::options::patch_kind;
 use super::verbs::patch_object;
-use super::header_str;
 use crate::negotiate::Offer;
 use crate::query::Query;
 use crate::request::RequestInfo;

@@ -1,0 +1,441 @@
+//! CustomResourceDefinitions over HTTP: a CRD is accepted and established by the server, its
+//! types appear in discovery and OpenAPI, custom resources get the schema's validation and
+//! defaults, the `status` and `scale` sub-resources and every served version, and deleting the
+//! CRD deletes its objects and then its endpoints. On etcd (STRATA_TEST_STORAGE=etcd) writes
+//! go to one replica and reads to another, so each step also shows every replica following.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{assert_status, Http, Reply, TestServer};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+fn text(r: &Reply) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+/// A namespaced CRD with two served versions (v1 stored), a schema with defaults, an enum, a
+/// bound and a list map, the status and scale sub-resources, and printer columns.
+pub fn widget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                      "shortNames": ["wd"], "categories": ["all"]},
+            "versions": [
+                {
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "replicas": {"type": "integer", "minimum": 0, "default": 1},
+                                    "mode": {"type": "string", "enum": ["fast", "safe"], "default": "safe"},
+                                    "selector": {"type": "string"},
+                                    "ports": {
+                                        "type": "array",
+                                        "x-kubernetes-list-type": "map",
+                                        "x-kubernetes-list-map-keys": ["name"],
+                                        "items": {"type": "object", "required": ["name"], "properties": {
+                                            "name": {"type": "string"},
+                                            "port": {"type": "integer"}
+                                        }}
+                                    }
+                                }
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {
+                                    "replicas": {"type": "integer"},
+                                    "selector": {"type": "string"}
+                                }
+                            }
+                        }
+                    }},
+                    "subresources": {
+                        "status": {},
+                        "scale": {"specReplicasPath": ".spec.replicas",
+                                  "statusReplicasPath": ".status.replicas",
+                                  "labelSelectorPath": ".status.selector"}
+                    },
+                    "additionalPrinterColumns": [
+                        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+                        {"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "priority": 1}
+                    ]
+                },
+                {
+                    "name": "v1beta1", "served": true, "storage": false,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+                }
+            ]
+        }
+    })
+}
+
+/// Polls `check` every 25 ms until it holds; panics after 10 s.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{what}: not within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    started.elapsed()
+}
+
+fn condition<'a>(crd: &'a Value, kind: &str) -> Option<&'a Value> {
+    crd["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// Creates a CRD and waits until it is established and its first served version answers on
+/// every replica (a dry-run create through the writing one, a list through the reading one).
+pub async fn install(h: &Http, crd: &Value, collection: &str) -> Duration {
+    let r = h.post_json(CRDS, crd).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+    until("established and served", async || {
+        let got = h.get(&format!("{CRDS}/{name}")).await.json();
+        let established = condition(&got, "Established").is_some_and(|c| c["status"] == "True");
+        let listed = h.get(collection).await.code() == 200;
+        let dry = h
+            .post_json(
+                &format!("{collection}?dryRun=All"),
+                &json!({"metadata": {"name": "probe"}}),
+            )
+            .await
+            .code();
+        established && listed && dry != 404
+    })
+    .await
+}
+
+fn widget(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_is_established_and_its_custom_resources_follow_the_schema() {
+    let s = TestServer::start();
+    let h = s.http();
+    let took = install(&h, &widget_crd(), WIDGETS).await;
+    eprintln!("established and served within {took:?}");
+
+    // The server set the names and conditions.
+    let crd = h.get(&format!("{CRDS}/widgets.example.com")).await.json();
+    assert_eq!(crd["status"]["acceptedNames"]["kind"], "Widget");
+    assert_eq!(crd["status"]["acceptedNames"]["listKind"], "WidgetList");
+    assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+    let accepted = condition(&crd, "NamesAccepted").unwrap();
+    assert_eq!(accepted["reason"], "NoConflicts");
+    assert_eq!(
+        condition(&crd, "Established").unwrap()["reason"],
+        "InitialNamesAccepted"
+    );
+
+    // Discovery, legacy and aggregated, and OpenAPI.
+    let groups = h.get("/apis").await.json();
+    let group = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "example.com")
+        .expect("example.com in /apis");
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+    let resources = h.get("/apis/example.com/v1").await.json();
+    let widgets = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "widgets")
+        .expect("widgets listed");
+    assert_eq!(widgets["shortNames"], json!(["wd"]));
+    assert_eq!(widgets["categories"], json!(["all"]));
+    assert_eq!(widgets["namespaced"], true);
+    let subresources: Vec<&str> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(subresources.contains(&"widgets/status") && subresources.contains(&"widgets/scale"));
+    let openapi = h.get("/openapi/v3").await.json();
+    assert!(
+        openapi["paths"].get("apis/example.com/v1").is_some(),
+        "{openapi}"
+    );
+    let doc = h.get("/openapi/v3/apis/example.com/v1").await;
+    assert_eq!(doc.code(), 200);
+    assert!(text(&doc).contains("com.example.v1.Widget"));
+
+    // Create: defaults filled in, status dropped, generation 1.
+    let r = h
+        .post_json(
+            WIDGETS,
+            &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"},
+                    "spec": {"ports": [{"name": "http", "port": 80}]}, "status": {"replicas": 9}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let a = r.json();
+    assert_eq!(a["spec"]["replicas"], 1);
+    assert_eq!(a["spec"]["mode"], "safe");
+    assert!(a.get("status").is_none(), "{a}");
+    assert_eq!(a["metadata"]["generation"], 1);
+
+    // Validation: wrong type, enum, minimum, duplicate map key; all reported at once.
+    let r = h
+        .post_json(
+            WIDGETS,
+            &widget(
+                "bad",
+                json!({"replicas": -1, "mode": "slow",
+                       "ports": [{"name": "x"}, {"name": "x"}]}),
+            ),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("spec.replicas"), "{message}");
+    assert!(message.contains("spec.mode"), "{message}");
+    assert!(message.contains("Duplicate value"), "{message}");
+    let r = h
+        .post_json(WIDGETS, &widget("typed", json!({"replicas": "three"})))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    assert!(text(&r).contains("must be of type integer"), "{}", text(&r));
+
+    // Unknown fields are pruned with a warning, or refused with Strict.
+    let r = h
+        .post_json(
+            WIDGETS,
+            &widget("b", json!({"replicas": 2, "colour": "red"})),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    assert!(r.json()["spec"].get("colour").is_none());
+    assert!(
+        r.header("warning").contains("unknown field")
+            && r.header("warning").contains("spec.colour"),
+        "{:?}",
+        r.header("warning")
+    );
+    let r = h
+        .post_json(
+            &format!("{WIDGETS}?fieldValidation=Strict"),
+            &widget("c", json!({"colour": "red"})),
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+
+    // Spec changes move the generation; status writes through the main resource are ignored.
+    let r = h
+        .patch_merge(
+            &format!("{WIDGETS}/a"),
+            &json!({"spec": {"replicas": 3}, "status": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    let a = r.json();
+    assert_eq!(a["metadata"]["generation"], 2);
+    assert!(a.get("status").is_none());
+    // Through /status only the status changes, and the generation stays.
+    let r = h
+        .patch_merge(
+            &format!("{WIDGETS}/a/status"),
+            &json!({"spec": {"replicas": 7}, "status": {"replicas": 3, "selector": "app=a"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    let a = r.json();
+    assert_eq!(a["status"]["replicas"], 3);
+    assert_eq!(a["spec"]["replicas"], 3);
+    assert_eq!(a["metadata"]["generation"], 2);
+
+    // Scale shows and changes the replicas through the paths.
+    let scale = h.get(&format!("{WIDGETS}/a/scale")).await;
+    assert_eq!(scale.code(), 200, "{}", text(&scale));
+    let scale = scale.json();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"], json!({"replicas": 3, "selector": "app=a"}));
+    let r = h
+        .patch_merge(
+            &format!("{WIDGETS}/a/scale"),
+            &json!({"spec": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    assert_eq!(r.json()["spec"]["replicas"], 5);
+    let a = h.get(&format!("{WIDGETS}/a")).await.json();
+    assert_eq!(a["spec"]["replicas"], 5);
+    assert_eq!(a["metadata"]["generation"], 3);
+    let r = h
+        .patch_merge(
+            &format!("{WIDGETS}/a/scale"),
+            &json!({"spec": {"replicas": -2}}),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+
+    // Another served version reads the same objects in its own apiVersion.
+    let beta = h
+        .get("/apis/example.com/v1beta1/namespaces/default/widgets/a")
+        .await;
+    assert_eq!(beta.code(), 200, "{}", text(&beta));
+    assert_eq!(beta.json()["apiVersion"], "example.com/v1beta1");
+    assert_eq!(beta.json()["spec"]["replicas"], 5);
+
+    // Strategic merge patch is not for custom resources.
+    let r = h
+        .send_json(
+            "PATCH",
+            &format!("{WIDGETS}/a"),
+            &json!({"spec": {"replicas": 1}}),
+            "application/strategic-merge-patch+json",
+        )
+        .await;
+    assert_eq!(r.code(), 415, "{}", text(&r));
+
+    // The declared columns, the wide one included, in Tables.
+    let table = h
+        .send("GET", WIDGETS, None, &[("accept", TABLE)])
+        .await
+        .json();
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["Name", "Replicas", "Mode"]);
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == "a")
+        .expect("row of a");
+    assert_eq!(row["cells"][1], 5);
+    assert_eq!(row["cells"][2], "safe");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_crd_deletes_its_objects_then_its_endpoints() {
+    let s = TestServer::start();
+    let h = s.http();
+    install(&h, &widget_crd(), WIDGETS).await;
+    for name in ["a", "b"] {
+        let r = h.post_json(WIDGETS, &widget(name, json!({}))).await;
+        assert_eq!(r.code(), 201, "{}", text(&r));
+    }
+    // One held by a finalizer: the CRD waits for it.
+    let r = h
+        .post_json(
+            WIDGETS,
+            &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                    "metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+
+    let r = h.delete(&format!("{CRDS}/widgets.example.com")).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    let crd = r.json();
+    assert!(crd["metadata"]["deletionTimestamp"].is_string(), "{crd}");
+    assert!(crd["metadata"]["finalizers"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("customresourcecleanup.apiextensions.k8s.io")));
+
+    until("the free objects deleted", async || {
+        let list = h.get(WIDGETS).await.json();
+        list["items"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    let crd = h.get(&format!("{CRDS}/widgets.example.com")).await.json();
+    assert_eq!(
+        condition(&crd, "Terminating").map(|c| c["reason"].clone()),
+        Some(json!("InstanceDeletionInProgress")),
+        "{crd}"
+    );
+    // Releasing the last object lets the CRD go, and its endpoints with it.
+    let r = h
+        .patch_merge(
+            &format!("{WIDGETS}/held"),
+            &json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    h.wait_gone(
+        &format!("{CRDS}/widgets.example.com"),
+        Duration::from_secs(10),
+    )
+    .await;
+    until("the endpoints gone", async || {
+        h.get(WIDGETS).await.code() == 404 && !text(&h.get("/apis").await).contains("example.com")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_survive_a_restart_and_are_served_from_the_first_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = TestServer::start_in(dir.path(), &[]);
+    let h = s.http();
+    install(&h, &widget_crd(), WIDGETS).await;
+    let r = h
+        .post_json(WIDGETS, &widget("kept", json!({"replicas": 4})))
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    // Stopped but kept in scope: on etcd the restarted replicas find the same etcd.
+    assert!(s.terminate());
+    let again = TestServer::start_in(dir.path(), &[]);
+    let h = again.http();
+    let r = h.get(&format!("{WIDGETS}/kept")).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    assert_eq!(r.json()["spec"]["replicas"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_names_are_not_accepted() {
+    let s = TestServer::start();
+    let h = s.http();
+    install(&h, &widget_crd(), WIDGETS).await;
+    let mut other = widget_crd();
+    other["metadata"]["name"] = json!("gadgets.example.com");
+    other["spec"]["names"] = json!({"plural": "gadgets", "singular": "gadget", "kind": "Widget"});
+    let r = h.post_json(CRDS, &other).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    until("names refused", async || {
+        let got = h.get(&format!("{CRDS}/gadgets.example.com")).await.json();
+        condition(&got, "NamesAccepted").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    let got = h.get(&format!("{CRDS}/gadgets.example.com")).await.json();
+    assert_eq!(
+        condition(&got, "NamesAccepted").unwrap()["reason"],
+        "KindConflict"
+    );
+    assert_eq!(condition(&got, "Established").unwrap()["status"], "False");
+    assert_eq!(
+        h.get("/apis/example.com/v1/namespaces/default/gadgets")
+            .await
+            .code(),
+        404
+    );
+}
