@@ -325,7 +325,8 @@ impl Checker<'_> {
                 None => Ty::Never,
             },
             Ty::Map(_, v, _) => (**v).clone(),
-            Ty::Dyn(_) => Ty::dyn_unknown(),
+            // A part of a value keeps within the value's size.
+            Ty::Dyn(size) => Ty::Dyn(*size),
             Ty::Never => Ty::Never,
             other => {
                 let name = other.name();
@@ -535,7 +536,8 @@ impl Checker<'_> {
                 let ty = match container {
                     Ty::List(e, _) => (**e).clone(),
                     Ty::Map(_, v, _) => (**v).clone(),
-                    Ty::Object(_) | Ty::Dyn(_) | Ty::Never => Ty::dyn_unknown(),
+                    Ty::Dyn(size) => Ty::Dyn(*size),
+                    Ty::Object(_) | Ty::Never => Ty::dyn_unknown(),
                     _ => {
                         self.no_overload(id, name, None, &refs);
                         Ty::dyn_unknown()

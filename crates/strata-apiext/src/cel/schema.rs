@@ -320,11 +320,14 @@ pub(crate) fn decl_ty(s: Schema, resource_root: bool) -> Option<Ty> {
             }
             let props = s.properties();
             if props.is_none_or(|p| p.is_empty()) && s.preserve_unknown() && !resource_root {
-                // Unknown fields kept as they are: a map of anything.
+                // Unknown fields kept as they are: a map of anything the request can hold.
+                let max = s
+                    .max_properties()
+                    .unwrap_or((MAX_REQUEST_SIZE - 2) / (1 + 6));
                 return Some(Ty::Map(
                     Box::new(Ty::String(Range::upto(MAX_REQUEST_SIZE - 2))),
-                    Box::new(Ty::dyn_unknown()),
-                    Range::upto(MAX_REQUEST_SIZE),
+                    Box::new(Ty::Dyn(Some(Range::upto(MAX_REQUEST_SIZE - 2)))),
+                    Range::upto(max),
                 ));
             }
             let mut fields = BTreeMap::new();
@@ -351,7 +354,7 @@ pub(crate) fn decl_ty(s: Schema, resource_root: bool) -> Option<Ty> {
         "boolean" => Some(Ty::Bool),
         "number" => Some(Ty::Double),
         "integer" => Some(Ty::Int),
-        "" if s.preserve_unknown() => Some(Ty::dyn_unknown()),
+        "" if s.preserve_unknown() => Some(Ty::Dyn(Some(Range::upto(MAX_REQUEST_SIZE - 2)))),
         _ => None,
     }
 }

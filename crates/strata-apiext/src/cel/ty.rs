@@ -154,6 +154,7 @@ impl Ty {
             Ty::Map(k, _, _) => (**k).clone(),
             Ty::Object(_) => Ty::String(Range::UNKNOWN),
             Ty::Never => Ty::Never,
+            Ty::Dyn(size) => Ty::Dyn(*size),
             _ => Ty::dyn_unknown(),
         }
     }
