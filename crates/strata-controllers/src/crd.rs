@@ -274,6 +274,11 @@ impl CrdController {
         if !crd.finalizers().contains(&CLEANUP_FINALIZER) {
             return Ok(true);
         }
+        if let Some(types) = self.served.lock().await.get(crd.name()) {
+            for t in types {
+                t.strategy.set_terminating();
+            }
+        }
         let value = crd.clone().into_value();
         let rt = served_versions(&value).first().and_then(|v| {
             self.registry
@@ -547,7 +552,7 @@ mod tests {
     #[test]
     fn conflicting_names_are_not_accepted() {
         let other = accepted(crd("widgets", "Widget", &["wd"]));
-        let s = desired_status(&crd("widgets", "Gadget", &[]), &[other.clone()]);
+        let s = desired_status(&crd("widgets", "Gadget", &[]), std::slice::from_ref(&other));
         assert_eq!(s["conditions"][0]["status"], "False");
         assert_eq!(s["conditions"][0]["reason"], "PluralConflict");
         assert_eq!(
@@ -556,7 +561,10 @@ mod tests {
         );
         assert_eq!(s["conditions"][1]["reason"], "NotAccepted");
         assert_eq!(s["storedVersions"], json!([]));
-        let s = desired_status(&crd("gadgets", "Gadget", &["wd"]), &[other.clone()]);
+        let s = desired_status(
+            &crd("gadgets", "Gadget", &["wd"]),
+            std::slice::from_ref(&other),
+        );
         assert_eq!(s["conditions"][0]["reason"], "ShortNamesConflict");
         let s = desired_status(&crd("gadgets", "Widget", &[]), &[other]);
         assert_eq!(s["conditions"][0]["reason"], "KindConflict");

@@ -5,6 +5,7 @@
 //! A served version's strategy can be changed in place ([`CustomResourceStrategy::set`]), so a
 //! CRD update takes effect on the next request without dropping the type's watch cache.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use serde_json::{json, Map, Value};
@@ -27,18 +28,23 @@ struct Compiled {
     status_subresource: bool,
     api_version: String,
     storage_api_version: String,
+    /// The plural, for errors.
+    resource: String,
 }
 
 /// The strategy of one served version of a CustomResourceDefinition.
 #[derive(Debug)]
 pub struct CustomResourceStrategy {
     compiled: RwLock<Arc<Compiled>>,
+    /// The definition is being deleted: no new objects.
+    terminating: AtomicBool,
 }
 
 impl CustomResourceStrategy {
     pub fn new(version: &ServedVersion) -> Self {
         Self {
             compiled: RwLock::new(Arc::new(Self::compile(version))),
+            terminating: AtomicBool::new(false),
         }
     }
 
@@ -46,6 +52,11 @@ impl CustomResourceStrategy {
     pub fn set(&self, version: &ServedVersion) {
         let compiled = Arc::new(Self::compile(version));
         *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = compiled;
+    }
+
+    /// Marks the definition as being deleted (creates answer 405 from now on).
+    pub fn set_terminating(&self) {
+        self.terminating.store(true, Ordering::SeqCst);
     }
 
     fn compile(version: &ServedVersion) -> Compiled {
@@ -65,6 +76,7 @@ impl CustomResourceStrategy {
             status_subresource: version.status_subresource,
             api_version: version.info.api_version(),
             storage_api_version: version.storage_api_version.clone(),
+            resource: version.info.resource.clone(),
         }
     }
 
@@ -108,6 +120,17 @@ fn generation(obj: &Object) -> i64 {
 }
 
 impl Strategy for CustomResourceStrategy {
+    fn forbid_create(&self) -> Option<Status> {
+        if !self.terminating.load(Ordering::SeqCst) {
+            return None;
+        }
+        let c = self.current();
+        let mut refused = Status::method_not_allowed_for(&c.resource, "create");
+        refused.message =
+            "create not allowed while custom resource definition is terminating".into();
+        Some(refused)
+    }
+
     fn prepare_for_create(&self, obj: &mut Object) {
         let c = self.current();
         if c.status_subresource {

@@ -8,7 +8,7 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 use strata_object::field::FieldError;
 pub(crate) use strata_object::field::FieldErrorKind;
-use strata_object::{Object, ResourceType};
+use strata_object::{Object, ResourceType, Status};
 
 /// Kind-specific hooks of the write path. Every hook has a neutral default.
 pub trait Strategy: Send + Sync + 'static {
@@ -43,6 +43,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// Normalizes an update through sub-resource `subresource` (`status`, `finalize`) of `old`
     /// into `new`: what the sub-resource may not change is copied back from `old`.
     fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Object, _old: &Object) {
+    }
+
+    /// Why no object of the kind may be created right now, if none may (a custom resource
+    /// whose definition is being deleted).
+    fn forbid_create(&self) -> Option<Status> {
+        None
     }
 
     /// Why deleting this object is refused outright, if it is.

@@ -149,6 +149,9 @@ impl Registry {
         opts: &WriteOptions,
         track: bool,
     ) -> Result<Object, Status> {
+        if let Some(refused) = rt.strategy.forbid_create() {
+            return Err(refused);
+        }
         if rt.info.namespaced() {
             match obj.namespace() {
                 "" => obj.set_namespace(namespace),

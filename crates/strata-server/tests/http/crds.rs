@@ -373,6 +373,14 @@ async fn deleting_a_crd_deletes_its_objects_then_its_endpoints() {
         Some(json!("InstanceDeletionInProgress")),
         "{crd}"
     );
+    // No new objects while the definition is being deleted.
+    let r = h.post_json(WIDGETS, &widget("late", json!({}))).await;
+    assert_status(&r, 405, "MethodNotAllowed");
+    assert!(
+        text(&r).contains("create not allowed while custom resource definition is terminating"),
+        "{}",
+        text(&r)
+    );
     // Releasing the last object lets the CRD go, and its endpoints with it.
     let r = h
         .patch_merge(
@@ -438,4 +446,118 @@ async fn conflicting_names_are_not_accepted() {
             .code(),
         404
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_share_the_api_machinery() {
+    let s = TestServer::start();
+    let h = s.http();
+    install(&h, &widget_crd(), WIDGETS).await;
+
+    // Server-side apply merges the list map by its key: two managers, one port each.
+    let apply = |manager: &'static str, port: Value| {
+        let h = h.clone();
+        async move {
+            let body = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                              "metadata": {"name": "shared"}, "spec": {"ports": [port]}});
+            h.send_json(
+                "PATCH",
+                &format!("{WIDGETS}/shared?fieldManager={manager}"),
+                &body,
+                "application/apply-patch+yaml",
+            )
+            .await
+        }
+    };
+    let r = apply("alpha", json!({"name": "http", "port": 80})).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let r = apply("beta", json!({"name": "https", "port": 443})).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    let obj = r.json();
+    let ports: Vec<&str> = obj["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(ports, ["http", "https"]);
+    let managers: Vec<&str> = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(
+        managers.contains(&"alpha") && managers.contains(&"beta"),
+        "{managers:?}"
+    );
+    // Applying another manager's port value conflicts.
+    let r = apply("beta", json!({"name": "http", "port": 8080})).await;
+    assert_status(&r, 409, "Conflict");
+
+    // Watch from a resourceVersion sees later changes; lists page with continue tokens.
+    let rv = h.get(WIDGETS).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = s
+        .watch(&format!("{WIDGETS}?watch=true&resourceVersion={rv}"))
+        .await;
+    for name in ["w1", "w2", "w3"] {
+        let r = h.post_json(WIDGETS, &widget(name, json!({}))).await;
+        assert_eq!(r.code(), 201, "{}", text(&r));
+    }
+    for name in ["w1", "w2", "w3"] {
+        let event = watch.next_event().await;
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["metadata"]["name"], name);
+        assert_eq!(event["object"]["apiVersion"], "example.com/v1");
+    }
+    let page = h.get(&format!("{WIDGETS}?limit=2")).await.json();
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    let token = page["metadata"]["continue"].as_str().unwrap();
+    let rest = h
+        .get(&format!("{WIDGETS}?limit=2&continue={token}"))
+        .await
+        .json();
+    assert_eq!(rest["items"].as_array().unwrap().len(), 2);
+
+    // A schema change takes effect on the next request.
+    let mut crd = h.get(&format!("{CRDS}/widgets.example.com")).await.json();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["replicas"]["maximum"] = json!(10);
+    let r = h
+        .put_json(&format!("{CRDS}/widgets.example.com"), &crd)
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    until("the new schema applies", async || {
+        let r = h
+            .post_json(
+                &format!("{WIDGETS}?dryRun=All"),
+                &widget("big", json!({"replicas": 11})),
+            )
+            .await;
+        r.code() == 422
+    })
+    .await;
+
+    // Deleting a collection deletes the custom resources; so does deleting their namespace.
+    let r = h.delete(&format!("{WIDGETS}?labelSelector=")).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    assert_eq!(h.get(WIDGETS).await.json()["items"], json!([]));
+    let r = h
+        .post_json(
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": "doomed"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let doomed = "/apis/example.com/v1/namespaces/doomed/widgets";
+    let r = h.post_json(doomed, &widget("inside", json!({}))).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let r = h.delete("/api/v1/namespaces/doomed").await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    h.wait_gone("/api/v1/namespaces/doomed", Duration::from_secs(10))
+        .await;
+    assert_eq!(h.get(doomed).await.json()["items"], json!([]));
 }
