@@ -631,7 +631,7 @@ fn the_strings_library() {
         "'hello'.substring(1) == 'ello' && 'hello'.substring(1, 3) == 'el'",
         "'  hi  '.trim() == 'hi'",
         "['a', 'b'].join() == 'ab' && ['a', 'b'].join('-') == 'a-b'",
-        "'%s is %d'.format(['x', 3]) == 'x is 3'",
+        "'%s is %d'.format([dyn('x'), 3]) == 'x is 3'",
         "strings.quote('a\"b') == '\"a\\\\\"b\"'",
     ] {
         assert!(expr(rule), "{rule}");
@@ -858,4 +858,65 @@ fn untyped_values_are_dyn() {
         "self.m.all(k, k == 'b')",
         json!({"m": {"a": 1, "b": 2}})
     ));
+}
+
+#[test]
+fn stored_schemas_compile_what_compiles_and_report_the_rest() {
+    // Accepted once (by another version, say), refused by today's checks: still served.
+    let schema = spec_schema(
+        json!({"a": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}),
+        json!([
+            {"rule": "self.a > 0", "message": "a must be positive"},
+            {"rule": "self.nope == 1"},
+            {"rule": "self.tags.all(x, self.tags.all(y, x == y)) || true"},
+        ]),
+    );
+    assert!(!compile_errors(&schema).is_empty());
+    let rules = Rules::compile_stored(&schema);
+    let errs = errors(&rules, json!({"spec": {"a": 0, "tags": ["a"]}}), None);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert_eq!(
+        errs[0],
+        "spec: Invalid value: \"object\": a must be positive"
+    );
+    assert!(
+        errs[1].starts_with("spec: Invalid value: \"object\": rule compile error: compilation failed: ERROR: <input>:1:5: undefined field 'nope'"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn failures_on_values_an_update_leaves_alone_are_ratcheted_to_warnings() {
+    let schema = spec_schema(
+        json!({
+            "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() <= 5", "message": "too long"}]},
+            "tags": {
+                "type": "array",
+                "x-kubernetes-list-type": "set",
+                "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'bad'"}]},
+            },
+            "size": {"type": "integer"},
+        }),
+        json!([]),
+    );
+    let rules = compile(&schema);
+    let old = json!({"spec": {"name": "toolong", "tags": ["bad", "ok"], "size": 1}});
+    // Only `size` changes: the old violations stay, as warnings.
+    let new = json!({"spec": {"name": "toolong", "tags": ["ok", "bad"], "size": 2}});
+    let outcome = rules.evaluate(&new, Some(&old));
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    assert_eq!(
+        outcome.warnings,
+        [
+            "spec.name: Invalid value: \"string\": too long",
+            "spec.tags[1]: Invalid value: \"string\": failed rule: self != 'bad'",
+        ]
+    );
+    // Changing the offending value makes it an error again; so does creating it.
+    let changed = json!({"spec": {"name": "toolong!", "tags": ["bad", "ok"], "size": 1}});
+    assert_eq!(
+        errors(&rules, changed, Some(old.clone())),
+        ["spec.name: Invalid value: \"string\": too long"]
+    );
+    assert_eq!(errors(&rules, new, None).len(), 2);
 }

@@ -268,8 +268,10 @@ impl Checker<'_> {
             Expr::List(list) => {
                 let mut cost = Range::exact(LIST_CREATE);
                 let mut elem = Ty::Never;
+                let mut first: Option<Ty> = None;
                 for item in &list.elements {
                     let (t, c) = self.expr(item);
+                    self.homogeneous(item.id, &mut first, &t);
                     cost = cost.add(c);
                     elem = elem.union(&t);
                 }
@@ -280,10 +282,13 @@ impl Checker<'_> {
                 let mut cost = Range::exact(MAP_CREATE);
                 let mut key = Ty::Never;
                 let mut val = Ty::Never;
+                let (mut first_key, mut first_val) = (None, None);
                 for entry in &map.entries {
                     if let EntryExpr::MapEntry(me) = &entry.expr {
                         let (kt, kc) = self.expr(&me.key);
                         let (vt, vc) = self.expr(&me.value);
+                        self.homogeneous(me.key.id, &mut first_key, &kt);
+                        self.homogeneous(me.value.id, &mut first_val, &vt);
                         cost = cost.add(kc).add(vc);
                         key = key.union(&kt);
                         val = val.union(&vt);
@@ -311,6 +316,36 @@ impl Checker<'_> {
             Expr::Comprehension(comp) => self.comprehension(comp),
             Expr::Call(call) => self.call(e.id, call),
             Expr::Unspecified => (Ty::dyn_unknown(), Range::ZERO),
+        }
+    }
+
+    /// Literal lists and maps hold one type (Kubernetes checks aggregate literals are
+    /// homogeneous): the first element's scalar type is expected of the others.
+    fn homogeneous(&mut self, id: u64, first: &mut Option<Ty>, t: &Ty) {
+        let scalar = matches!(
+            t,
+            Ty::Bool
+                | Ty::Int
+                | Ty::Uint
+                | Ty::Double
+                | Ty::String(_)
+                | Ty::Bytes(_)
+                | Ty::Duration
+                | Ty::Timestamp
+        );
+        if !scalar {
+            return;
+        }
+        match first {
+            None => *first = Some(t.clone()),
+            Some(f) if f.name() != t.name() => {
+                let (expected, found) = (f.name(), t.name());
+                self.error(
+                    id,
+                    format!("expected type '{expected}' but found '{found}'"),
+                );
+            }
+            Some(_) => {}
         }
     }
 
@@ -1063,6 +1098,10 @@ mod tests {
             c.errors[0].1,
             "found no matching overload for 'startsWith' applied to 'int.(string)'"
         );
-        assert!(run("self.a == 1.0 && has(self.a)", obj).errors.is_empty());
+        assert!(run("self.a == 1.0 && has(self.a)", obj.clone())
+            .errors
+            .is_empty());
+        let c = run("[1, 'a'].size() == 2", obj);
+        assert_eq!(c.errors[0].1, "expected type 'int' but found 'string'");
     }
 }

@@ -90,7 +90,9 @@ struct Rule {
     reason: Option<FieldErrorKind>,
     /// The normalized `fieldPath`, relative to the node.
     field_path: Option<String>,
-    program: Program,
+    /// The compiled rule, or why it does not compile (a stored schema, see
+    /// [`Rules::compile_stored`]).
+    program: Result<Program, String>,
     uses_old_self: bool,
     optional_old_self: bool,
 }
@@ -100,6 +102,15 @@ impl Rule {
     fn error_string(&self) -> &str {
         self.message.as_deref().unwrap_or(&self.source)
     }
+}
+
+/// What evaluating the rules on an object found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub errors: Vec<FieldError>,
+    /// Failures on values an update left unchanged, which Kubernetes reports as warnings
+    /// rather than refusing the update.
+    pub warnings: Vec<String>,
 }
 
 /// A field path in Kubernetes' notation; the root is empty (printed `<nil>`).
@@ -171,18 +182,56 @@ impl Rules {
         }
     }
 
+    /// Compiles the rules of a schema that was accepted when its CRD was written, as a server
+    /// loading stored CRDs does: never refuses. Declaration and cost problems are not
+    /// reported again, and a rule that does not compile (now) is kept as an error that
+    /// validation reports (`rule compile error: ...`) instead of being dropped.
+    pub fn compile_stored(schema: &J) -> Rules {
+        let mut cx = CompileCx {
+            stored: true,
+            ..CompileCx::default()
+        };
+        let root = compile_node(
+            Schema(schema),
+            &Path::default(),
+            NodeCx {
+                resource_root: true,
+                cardinality: Some(1),
+                uncorrelatable: None,
+            },
+            &mut cx,
+        )
+        .node;
+        Rules { root }
+    }
+
     /// Evaluates the rules against `object` (and `old`, on updates, for transition rules).
+    /// On updates, failures of rules that do not use `oldSelf` on values the update leaves
+    /// unchanged are not errors (Kubernetes' validation ratcheting): see [`Rules::evaluate`]
+    /// for them as warnings.
     pub fn validate(&self, object: &J, old: Option<&J>) -> Vec<FieldError> {
+        self.evaluate(object, old).errors
+    }
+
+    /// Evaluates the rules against `object` (and `old`, on updates): the errors, and as
+    /// warnings the ratcheted failures (on values the update leaves unchanged), in
+    /// Kubernetes' text.
+    pub fn evaluate(&self, object: &J, old: Option<&J>) -> Outcome {
         let Some(root) = &self.root else {
-            return Vec::new();
+            return Outcome::default();
         };
         let mut st = EvalState {
             budget: RUNTIME_COST_BUDGET,
             errors: Vec::new(),
+            warnings: Vec::new(),
             env: library::env(),
         };
-        walk(root, &Path::default(), object, old, &mut st);
-        st.errors
+        let ratchet = old.map(|o| (object, o));
+        walk(root, &Path::default(), object, old, ratchet, &mut st);
+        Outcome {
+            errors: st.errors,
+            warnings: st.warnings,
+        }
     }
 
     /// Whether the schema has no rules.
@@ -196,6 +245,8 @@ impl Rules {
 
 #[derive(Default)]
 struct CompileCx {
+    /// Compiling a stored schema: nothing is refused, see [`Rules::compile_stored`].
+    stored: bool,
     errors: Vec<FieldError>,
     total: u64,
     /// The (at most four) costliest expressions of at least 1% of the CRD limit.
@@ -314,8 +365,10 @@ fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Comp
     if !declared.is_empty() {
         let rules_path = path.child("x-kubernetes-validations");
         let before = cx.errors.len();
-        for (i, r) in declared.iter().enumerate() {
-            check_declaration(r, s, &rules_path.index(i), cx);
+        if !cx.stored {
+            for (i, r) in declared.iter().enumerate() {
+                check_declaration(r, s, &rules_path.index(i), cx);
+            }
         }
         schema_errors |= cx.errors.len() > before;
         if !schema_errors {
@@ -565,11 +618,18 @@ fn compile_rules(
     cx: &mut CompileCx,
 ) -> Vec<Rule> {
     let Some(self_ty) = schema::decl_ty(s, ncx.resource_root) else {
+        const NO_TYPE: &str = "internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations";
+        if cx.stored {
+            return declared
+                .iter()
+                .map(|r| failed_rule(r, NO_TYPE.to_string()))
+                .collect();
+        }
         cx.errors.push(FieldError::new(
             FieldErrorKind::Internal,
             &rules_path.0,
             None,
-            "internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations",
+            NO_TYPE,
         ));
         return Vec::new();
     };
@@ -601,7 +661,7 @@ fn compile_rules(
                 e.cost.saturating_mul(cardinality)
             }
         });
-        if cost > STATIC_ESTIMATED_COST_LIMIT {
+        if cost > STATIC_ESTIMATED_COST_LIMIT && !cx.stored {
             cx.errors.push(FieldError::forbidden(
                 &rule_path.0,
                 cost_error_message("estimated rule cost", cost, STATIC_ESTIMATED_COST_LIMIT),
@@ -616,6 +676,10 @@ fn compile_rules(
                 } else {
                     format!("compilation failed: {msg}")
                 };
+                if cx.stored {
+                    rules.push(failed_rule(r, detail));
+                    continue;
+                }
                 cx.errors.push(FieldError::new(
                     FieldErrorKind::Invalid,
                     &rule_path.0,
@@ -628,6 +692,7 @@ fn compile_rules(
         let mut message_expression = None;
         if let Some(me) = str_field(r, "messageExpression").filter(|m| !m.trim().is_empty()) {
             let me_path = at.child("messageExpression");
+            let before = cx.errors.len();
             match compile_expression(me, &self_ty, Some(&old_ty)) {
                 Err(msg) => cx.errors.push(FieldError::new(
                     FieldErrorKind::Invalid,
@@ -658,9 +723,15 @@ fn compile_rules(
                     message_expression = Some((me.to_string(), e.program));
                 }
             }
+            if cx.stored {
+                // A stored messageExpression that does not compile: the message is used.
+                cx.errors.truncate(before);
+            }
         }
         let uses_old_self = expression.program.references().has_variable("oldSelf");
-        if uses_old_self {
+        if cx.stored {
+            // Accepted when written; nothing more to report.
+        } else if uses_old_self {
             if let Some(within) = &ncx.uncorrelatable {
                 cx.errors.push(FieldError::invalid_string(
                     &rule_path.0,
@@ -678,30 +749,41 @@ fn compile_rules(
                 "may not be set if oldSelf is not used in rule",
             ));
         }
-        let reason = str_field(r, "reason").map(|reason| match reason {
-            "FieldValueForbidden" => FieldErrorKind::Forbidden,
-            "FieldValueRequired" => FieldErrorKind::Required,
-            "FieldValueDuplicate" => FieldErrorKind::Duplicate,
-            _ => FieldErrorKind::Invalid,
-        });
         let field_path = str_field(r, "fieldPath")
             .filter(|p| !p.is_empty())
             .and_then(|p| valid_field_path(p, s).ok());
         rules.push(Rule {
-            source,
-            message: str_field(r, "message")
-                .map(str::trim)
-                .filter(|m| !m.is_empty())
-                .map(String::from),
-            message_expression,
-            reason,
             field_path,
-            program: expression.program,
+            message_expression,
+            program: Ok(expression.program),
             uses_old_self,
             optional_old_self: optional_old_self == Some(true),
+            ..failed_rule(r, String::new())
         });
     }
     rules
+}
+
+/// A rule as declared, with `error` in place of its program.
+fn failed_rule(r: &J, error: String) -> Rule {
+    Rule {
+        source: str_field(r, "rule").unwrap_or("").trim().to_string(),
+        message: str_field(r, "message")
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(String::from),
+        message_expression: None,
+        reason: str_field(r, "reason").map(|reason| match reason {
+            "FieldValueForbidden" => FieldErrorKind::Forbidden,
+            "FieldValueRequired" => FieldErrorKind::Required,
+            "FieldValueDuplicate" => FieldErrorKind::Duplicate,
+            _ => FieldErrorKind::Invalid,
+        }),
+        field_path: None,
+        program: Err(error),
+        uses_old_self: false,
+        optional_old_self: false,
+    }
 }
 
 /// Resolves a rule's `fieldPath` (`.a.b`, `['a.b']`, `.m['key']`) against the node's schema
@@ -817,6 +899,7 @@ fn unescape_single_quoted(s: &str) -> Result<String, String> {
 struct EvalState {
     budget: u64,
     errors: Vec<FieldError>,
+    warnings: Vec<String>,
     env: Arc<cel::Env>,
 }
 
@@ -828,22 +911,49 @@ fn converted(node: &Node, v: &J) -> (Value, Ty) {
     schema::convert(v, Schema(&node.schema), node.resource_root)
 }
 
+/// The nearest value (this node's or an ancestor's) that could be paired with its old value,
+/// and that old value: when they are equal, the update left this node unchanged.
+type Ratchet<'a> = Option<(&'a J, &'a J)>;
+
 /// Validates `v` (and what is below it) against `node`'s rules. Returns `false` once the
 /// evaluation must stop (budget exhausted).
-fn walk(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut EvalState) -> bool {
+fn walk<'a>(
+    node: &Node,
+    path: &Path,
+    v: &'a J,
+    old: Option<&'a J>,
+    ratchet: Ratchet<'a>,
+    st: &mut EvalState,
+) -> bool {
     if v.is_null() {
         return true;
     }
     let old = old.filter(|o| !o.is_null());
-    if !node.rules.is_empty() && !evaluate_rules(node, path, v, old, st) {
+    if !node.rules.is_empty() && !evaluate_rules(node, path, v, old, ratchet, st) {
         return false;
     }
+    let paired = |new: &'a J, old: Option<&'a J>| -> Ratchet<'a> {
+        match old {
+            Some(o) => Some((new, o)),
+            None => ratchet,
+        }
+    };
     match v {
         J::Array(items) => {
             if let Some(item_node) = &node.items {
+                let set_list = Schema(&node.schema).list_type() == "set";
                 for (i, item) in items.iter().enumerate() {
                     let old_item = correlate(node, old, item);
-                    if !walk(item_node, &path.index(i), item, old_item, st) {
+                    // Ratcheting pairs set items by value too.
+                    let ratchet_old = match old_item {
+                        Some(o) => Some(o),
+                        None if set_list => old
+                            .and_then(J::as_array)
+                            .and_then(|o| o.iter().find(|o| *o == item)),
+                        None => None,
+                    };
+                    let r = paired(item, ratchet_old);
+                    if !walk(item_node, &path.index(i), item, old_item, r, st) {
                         return false;
                     }
                 }
@@ -853,7 +963,8 @@ fn walk(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut EvalState) ->
             if let Some(value_node) = &node.additional {
                 for (k, val) in map {
                     let old_val = old.and_then(|o| o.get(k));
-                    if !walk(value_node, &path.key(k), val, old_val, st) {
+                    let r = paired(val, old_val);
+                    if !walk(value_node, &path.key(k), val, old_val, r, st) {
                         return false;
                     }
                 }
@@ -861,7 +972,8 @@ fn walk(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut EvalState) ->
             for (name, child) in &node.properties {
                 if let Some(val) = map.get(name) {
                     let old_val = old.and_then(|o| o.get(name));
-                    if !walk(child, &path.child(name), val, old_val, st) {
+                    let r = paired(val, old_val);
+                    if !walk(child, &path.child(name), val, old_val, r, st) {
                         return false;
                     }
                 }
@@ -887,7 +999,16 @@ fn correlate<'a>(node: &Node, old: Option<&'a J>, item: &J) -> Option<&'a J> {
     old?.as_array()?.iter().find(|o| key_of(o) == wanted)
 }
 
-fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut EvalState) -> bool {
+fn evaluate_rules(
+    node: &Node,
+    path: &Path,
+    v: &J,
+    old: Option<&J>,
+    ratchet: Ratchet,
+    st: &mut EvalState,
+) -> bool {
+    // Whether this node is unchanged by the update, computed once if a failure needs it.
+    let mut unchanged: Option<bool> = None;
     let value_type = go::quote(&node.type_name);
     if st.budget == 0 {
         st.errors.push(FieldError::new(
@@ -911,6 +1032,18 @@ fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut Eva
         old_converted.as_ref().map_or(Ty::Never, |(_, t)| t.clone()),
     ));
     for rule in &node.rules {
+        let program = match &rule.program {
+            Ok(p) => p,
+            Err(e) => {
+                st.errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    path.render(),
+                    Some(value_type.clone()),
+                    format!("rule compile error: {e}"),
+                ));
+                continue;
+            }
+        };
         if rule.uses_old_self && old.is_none() && !rule.optional_old_self {
             continue;
         }
@@ -919,7 +1052,7 @@ fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut Eva
         } else {
             old_converted.as_ref().map(|(_, t)| t)
         };
-        let bound = check::check(rule.program.expression(), &self_ty, old_ty, false)
+        let bound = check::check(program.expression(), &self_ty, old_ty, false)
             .cost
             .max;
         if bound > PER_CALL_LIMIT {
@@ -958,7 +1091,7 @@ fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut Eva
         } else {
             &ctx
         };
-        match rule.program.execute(activation) {
+        match program.execute(activation) {
             Ok(Value::Bool(true)) => continue,
             Ok(_) => {}
             Err(e) => {
@@ -989,30 +1122,46 @@ fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut Eva
             Some(fp) => path.child(fp),
             None => path.clone(),
         };
+        // Failures of rules without oldSelf on unchanged values are ratcheted: warnings.
+        let ratcheted = !rule.uses_old_self
+            && *unchanged.get_or_insert_with(|| ratchet.is_some_and(|(n, o)| n == o));
+        let report = |st: &mut EvalState, e: FieldError| {
+            if ratcheted {
+                st.warnings.push(e.to_string());
+            } else {
+                st.errors.push(e);
+            }
+        };
         let mut detail = None;
         if let Some((source, program)) = &rule.message_expression {
             let bound = check::check(program.expression(), &self_ty, old_ty, false)
                 .cost
                 .max;
             if bound > PER_CALL_LIMIT {
-                st.errors.push(FieldError::new(
-                    FieldErrorKind::Invalid,
-                    at.render(),
-                    Some(value_type.clone()),
-                    format!(
-                        "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
-                        go::quote(source)
+                report(
+                    st,
+                    FieldError::new(
+                        FieldErrorKind::Invalid,
+                        at.render(),
+                        Some(value_type.clone()),
+                        format!(
+                            "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                            go::quote(source)
+                        ),
                     ),
-                ));
+                );
                 return false;
             }
             if bound > st.budget {
-                st.errors.push(FieldError::new(
-                    FieldErrorKind::Invalid,
-                    at.render(),
-                    Some(value_type.clone()),
-                    "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
-                ));
+                report(
+                    st,
+                    FieldError::new(
+                        FieldErrorKind::Invalid,
+                        at.render(),
+                        Some(value_type.clone()),
+                        "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
+                    ),
+                );
                 return false;
             }
             st.budget -= bound;
@@ -1046,7 +1195,7 @@ fn evaluate_rules(node: &Node, path: &Path, v: &J, old: Option<&J>, st: &mut Eva
                 detail,
             ),
         };
-        st.errors.push(error);
+        report(st, error);
     }
     true
 }
