@@ -561,3 +561,131 @@ async fn custom_resources_share_the_api_machinery() {
         .await;
     assert_eq!(h.get(doomed).await.json()["items"], json!([]));
 }
+
+/// A CRD whose schema carries CEL rules: one across fields, one transition rule, one with a
+/// messageExpression and a reason.
+fn rules_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "ranges.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "ranges", "singular": "range", "kind": "Range"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {
+                        "type": "object",
+                        "x-kubernetes-validations": [
+                            {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                            {"rule": "self.tags.all(t, t.startsWith('x-'))",
+                             "messageExpression": "'tags must start with x-, got ' + self.tags.filter(t, !t.startsWith('x-')).join(', ')",
+                             "reason": "FieldValueForbidden", "fieldPath": ".tags"}
+                        ],
+                        "properties": {
+                            "min": {"type": "integer"},
+                            "max": {"type": "integer"},
+                            "mode": {"type": "string", "x-kubernetes-validations": [
+                                {"rule": "self == oldSelf", "message": "mode is immutable"}
+                            ]},
+                            "tags": {"type": "array", "maxItems": 10,
+                                     "items": {"type": "string", "maxLength": 20}, "default": []}
+                        }
+                    }}
+                }}
+            }]
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cel_rules_validate_custom_resources() {
+    let s = TestServer::start();
+    let h = s.http();
+    let ranges = "/apis/example.com/v1/namespaces/default/ranges";
+    install(&h, &rules_crd(), ranges).await;
+    let range = |name: &str, spec: Value| json!({"apiVersion": "example.com/v1", "kind": "Range", "metadata": {"name": name}, "spec": spec});
+
+    let r = h
+        .post_json(
+            ranges,
+            &range(
+                "ok",
+                json!({"min": 1, "max": 2, "mode": "a", "tags": ["x-1"]}),
+            ),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+
+    let r = h
+        .post_json(ranges, &range("inverted", json!({"min": 3, "max": 2})))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    let causes = r.json()["details"]["causes"].clone();
+    assert_eq!(causes[0]["field"], "spec", "{causes}");
+    assert!(
+        causes[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("min must not exceed max"),
+        "{causes}"
+    );
+
+    let r = h
+        .post_json(
+            ranges,
+            &range(
+                "tagged",
+                json!({"min": 1, "max": 2, "tags": ["x-a", "b", "c"]}),
+            ),
+        )
+        .await;
+    assert_status(&r, 422, "Invalid");
+    let cause = r.json()["details"]["causes"][0].clone();
+    assert_eq!(cause["field"], "spec.tags", "{cause}");
+    assert_eq!(cause["reason"], "FieldValueForbidden", "{cause}");
+    assert!(
+        cause["message"]
+            .as_str()
+            .unwrap()
+            .contains("tags must start with x-, got b, c"),
+        "{cause}"
+    );
+
+    // The transition rule: checked on updates only, against the stored value.
+    let r = h
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"mode": "b"}}))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    assert!(text(&r).contains("mode is immutable"), "{}", text(&r));
+    let r = h
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"max": 5}}))
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+
+    // A rule that does not compile, or could cost too much, refuses the CRD itself.
+    let mut broken = rules_crd();
+    broken["metadata"]["name"] = json!("brokens.example.com");
+    broken["spec"]["names"] = json!({"plural": "brokens", "kind": "Broken"});
+    broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["x-kubernetes-validations"] = json!([{"rule": "self.min <"}]);
+    let r = h.post_json(CRDS, &broken).await;
+    assert_status(&r, 422, "Invalid");
+    assert!(text(&r).contains("compilation failed"), "{}", text(&r));
+    let mut costly = rules_crd();
+    costly["metadata"]["name"] = json!("costlies.example.com");
+    costly["spec"]["names"] = json!({"plural": "costlies", "kind": "Costly"});
+    costly["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = json!({
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "string"}}},
+        "x-kubernetes-validations": [
+            {"rule": "self.items.all(a, self.items.all(b, self.items.all(c, a + b + c != '')))"}
+        ]
+    });
+    let r = h.post_json(CRDS, &costly).await;
+    assert_status(&r, 422, "Invalid");
+    assert!(text(&r).contains("cost"), "{}", text(&r));
+}
