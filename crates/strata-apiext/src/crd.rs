@@ -25,6 +25,9 @@ pub struct ServedVersion {
     pub status_subresource: bool,
     /// `apiVersion` of the stored objects (`<group>/<storage version>`).
     pub storage_api_version: String,
+    /// Why requests at this version cannot be served: a version other than the storage one of
+    /// a CRD whose objects convert through a webhook, which Strata does not call.
+    pub unavailable: Option<String>,
 }
 
 /// Reads `path` of a CRD (`spec.names.plural`) as a string, or `""`.
@@ -96,6 +99,7 @@ pub fn served_versions(crd: &Value) -> Vec<ServedVersion> {
         "" => kind.to_ascii_lowercase(),
         s => s.to_string(),
     };
+    let webhook = text(crd, "spec.conversion.strategy") == "Webhook";
     let versions = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
@@ -196,6 +200,13 @@ pub fn served_versions(crd: &Value) -> Vec<ServedVersion> {
                 schema,
                 status_subresource,
                 storage_api_version: format!("{group}/{storage}"),
+                unavailable: (webhook && version != storage).then(|| {
+                    format!(
+                        "conversion webhook for {group}/{version}, Kind={kind} failed: \
+                         webhook conversion is not supported by this server; \
+                         use the storage version {group}/{storage}, or conversion strategy None"
+                    )
+                }),
             }
         })
         .collect()

@@ -30,6 +30,8 @@ struct Compiled {
     storage_api_version: String,
     /// The plural, for errors.
     resource: String,
+    /// Why requests at this version are refused (see `ServedVersion::unavailable`).
+    unavailable: Option<String>,
 }
 
 /// The strategy of one served version of a CustomResourceDefinition.
@@ -77,6 +79,7 @@ impl CustomResourceStrategy {
             api_version: version.info.api_version(),
             storage_api_version: version.storage_api_version.clone(),
             resource: version.info.resource.clone(),
+            unavailable: version.unavailable.clone(),
         }
     }
 
@@ -120,6 +123,13 @@ fn generation(obj: &Object) -> i64 {
 }
 
 impl Strategy for CustomResourceStrategy {
+    fn unavailable(&self) -> Option<Status> {
+        self.current()
+            .unavailable
+            .as_ref()
+            .map(|why| Status::service_unavailable(why.clone()))
+    }
+
     fn forbid_create(&self) -> Option<Status> {
         if !self.terminating.load(Ordering::SeqCst) {
             return None;

@@ -45,6 +45,12 @@ pub trait Strategy: Send + Sync + 'static {
     fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Object, _old: &Object) {
     }
 
+    /// Why no request for the type can be served at all right now, if none can (a custom
+    /// resource version that needs a conversion webhook).
+    fn unavailable(&self) -> Option<Status> {
+        None
+    }
+
     /// Why no object of the kind may be created right now, if none may (a custom resource
     /// whose definition is being deleted).
     fn forbid_create(&self) -> Option<Status> {

@@ -40,6 +40,9 @@ pub(crate) async fn resource(
     {
         return Err(Status::path_not_found());
     }
+    if let Some(refused) = rt.strategy.unavailable() {
+        return Err(refused);
+    }
     let accept = header_str(req.headers(), header::ACCEPT).to_string();
     let method = req.method().clone();
     if !info.subresource.is_empty() {

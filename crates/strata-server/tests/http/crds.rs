@@ -689,3 +689,29 @@ async fn cel_rules_validate_custom_resources() {
     assert_status(&r, 422, "Invalid");
     assert!(text(&r).contains("cost"), "{}", text(&r));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_needing_a_conversion_webhook_answer_a_clear_error() {
+    let s = TestServer::start();
+    let h = s.http();
+    let mut crd = widget_crd();
+    crd["spec"]["conversion"] = json!({
+        "strategy": "Webhook",
+        "webhook": {"clientConfig": {"url": "https://converter.example.com/convert"},
+                    "conversionReviewVersions": ["v1"]}
+    });
+    install(&h, &crd, WIDGETS).await;
+    let r = h.post_json(WIDGETS, &widget("a", json!({}))).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    // The storage version needs no conversion; the other answers why it cannot be served.
+    let r = h
+        .get("/apis/example.com/v1beta1/namespaces/default/widgets/a")
+        .await;
+    assert_status(&r, 503, "ServiceUnavailable");
+    assert!(
+        text(&r).contains("webhook conversion is not supported"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(h.get(&format!("{WIDGETS}/a")).await.code(), 200);
+}
