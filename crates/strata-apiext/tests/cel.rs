@@ -631,7 +631,7 @@ fn the_strings_library() {
         "'hello'.substring(1) == 'ello' && 'hello'.substring(1, 3) == 'el'",
         "'  hi  '.trim() == 'hi'",
         "['a', 'b'].join() == 'ab' && ['a', 'b'].join('-') == 'a-b'",
-        "'%s is %d'.format([dyn('x'), 3]) == 'x is 3'",
+        "'%s is %d'.format(['x', 3]) == 'x is 3'",
         "strings.quote('a\"b') == '\"a\\\\\"b\"'",
     ] {
         assert!(expr(rule), "{rule}");
@@ -675,10 +675,46 @@ fn the_regex_library() {
         json!([{"rule": "'a'.matches('(')"}]),
     ));
     assert!(
-        errs[0].contains("compilation failed: ERROR: <input>:1:"),
+        errs[0].ends_with("compilation failed: ERROR: <input>:1:13: invalid matches argument\n | 'a'.matches('(')\n | ............^"),
         "{errs:?}"
     );
+    // A bad pattern that is not a literal fails when evaluated.
+    let rules = compile(&spec_schema(
+        json!({"p": {"type": "string", "maxLength": 10}}),
+        json!([{"rule": "'a'.find(self.p) == ''"}]),
+    ));
+    let errs = errors(&rules, json!({"spec": {"p": "("}}), None);
+    assert_eq!(errs.len(), 1);
     assert!(errs[0].contains("error parsing regexp"), "{errs:?}");
+}
+
+#[test]
+fn literals_are_validated_as_kubernetes_does() {
+    for (rule, detail) in [
+        (
+            "duration('1x') > duration('1s')",
+            "1:10: invalid duration argument",
+        ),
+        (
+            "timestamp('yesterday') < timestamp('2024-01-01T00:00:00Z')",
+            "1:11: invalid timestamp argument",
+        ),
+        (
+            "[1, 'a'].size() == 2",
+            "1:5: expected type 'int' but found 'string'",
+        ),
+        (
+            "{'a': 1, 'b': 'x'}.size() == 2",
+            "1:15: expected type 'int' but found 'string'",
+        ),
+    ] {
+        let errs = compile_errors(&spec_schema(json!({}), json!([{ "rule": rule }])));
+        assert_eq!(errs.len(), 1, "{rule}: {errs:?}");
+        assert!(
+            errs[0].contains(&format!("compilation failed: ERROR: <input>:{detail}")),
+            "{rule}: {errs:?}"
+        );
+    }
 }
 
 #[test]

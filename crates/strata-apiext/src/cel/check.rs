@@ -36,6 +36,7 @@ pub(crate) struct Checked {
 pub(crate) fn check(e: &IdedExpr, self_ty: &Ty, old_ty: Option<&Ty>, strict: bool) -> Checked {
     let mut c = Checker {
         scopes: Vec::new(),
+        format_literals: Vec::new(),
         self_ty,
         old_ty,
         strict,
@@ -51,6 +52,8 @@ pub(crate) fn check(e: &IdedExpr, self_ty: &Ty, old_ty: Option<&Ty>, strict: boo
 
 struct Checker<'a> {
     scopes: Vec<(String, Ty)>,
+    /// List and map literals within `format()` arguments, which may mix types.
+    format_literals: Vec<u64>,
     self_ty: &'a Ty,
     old_ty: Option<&'a Ty>,
     strict: bool,
@@ -269,9 +272,13 @@ impl Checker<'_> {
                 let mut cost = Range::exact(LIST_CREATE);
                 let mut elem = Ty::Never;
                 let mut first: Option<Ty> = None;
+                let mut mixed = self.format_literals.contains(&e.id);
                 for item in &list.elements {
                     let (t, c) = self.expr(item);
-                    self.homogeneous(item.id, &mut first, &t);
+                    // One report per list, as cel-go.
+                    if !mixed && self.homogeneous(item.id, &mut first, &t) {
+                        mixed = true;
+                    }
                     cost = cost.add(c);
                     elem = elem.union(&t);
                 }
@@ -283,12 +290,15 @@ impl Checker<'_> {
                 let mut key = Ty::Never;
                 let mut val = Ty::Never;
                 let (mut first_key, mut first_val) = (None, None);
+                let exempt = self.format_literals.contains(&e.id);
                 for entry in &map.entries {
                     if let EntryExpr::MapEntry(me) = &entry.expr {
                         let (kt, kc) = self.expr(&me.key);
                         let (vt, vc) = self.expr(&me.value);
-                        self.homogeneous(me.key.id, &mut first_key, &kt);
-                        self.homogeneous(me.value.id, &mut first_val, &vt);
+                        if !exempt {
+                            self.homogeneous(me.key.id, &mut first_key, &kt);
+                            self.homogeneous(me.value.id, &mut first_val, &vt);
+                        }
                         cost = cost.add(kc).add(vc);
                         key = key.union(&kt);
                         val = val.union(&vt);
@@ -321,7 +331,7 @@ impl Checker<'_> {
 
     /// Literal lists and maps hold one type (Kubernetes checks aggregate literals are
     /// homogeneous): the first element's scalar type is expected of the others.
-    fn homogeneous(&mut self, id: u64, first: &mut Option<Ty>, t: &Ty) {
+    fn homogeneous(&mut self, id: u64, first: &mut Option<Ty>, t: &Ty) -> bool {
         let scalar = matches!(
             t,
             Ty::Bool
@@ -334,18 +344,22 @@ impl Checker<'_> {
                 | Ty::Timestamp
         );
         if !scalar {
-            return;
+            return false;
         }
         match first {
-            None => *first = Some(t.clone()),
+            None => {
+                *first = Some(t.clone());
+                false
+            }
             Some(f) if f.name() != t.name() => {
                 let (expected, found) = (f.name(), t.name());
                 self.error(
                     id,
                     format!("expected type '{expected}' but found '{found}'"),
                 );
+                true
             }
-            Some(_) => {}
+            Some(_) => false,
         }
     }
 
@@ -619,8 +633,15 @@ impl Checker<'_> {
             ("uint", [_]) => (Ty::Uint, one()),
             ("double", [_]) => (Ty::Double, one()),
             ("bool", [_]) => (Ty::Bool, one()),
-            ("duration", [_]) => (Ty::Duration, one()),
-            ("timestamp", [_]) => (Ty::Timestamp, one()),
+            ("duration" | "timestamp", [_]) => {
+                self.check_time_literal(name, args.first());
+                let ty = if name == "duration" {
+                    Ty::Duration
+                } else {
+                    Ty::Timestamp
+                };
+                (ty, one())
+            }
             ("type", [_]) => (Ty::Type, one()),
             ("dyn", [t]) => (dyn_of(t), one()),
             ("string", [t]) => match t {
@@ -646,7 +667,7 @@ impl Checker<'_> {
                 _ => (Ty::Bytes(Range::UNKNOWN), one()),
             },
             ("matches", [s, re]) => {
-                self.check_regex_literal(id, args.get(1));
+                self.check_regex_literal(args.get(1));
                 (Ty::Bool, regex_cost(s, re))
             }
             ("url", [s]) => {
@@ -768,15 +789,31 @@ impl Checker<'_> {
 
     /// A regex given as a literal must compile (Kubernetes validates regex literals when a
     /// CRD is written).
-    fn check_regex_literal(&mut self, id: u64, arg: Option<&IdedExpr>) {
+    fn check_regex_literal(&mut self, arg: Option<&IdedExpr>) {
         if let Some(IdedExpr {
+            id,
             expr: Expr::Literal(LiteralValue::String(s)),
-            ..
         }) = arg
         {
-            if let Err(e) = regex::Regex::new(s.inner()) {
-                let msg = super::regex_error(s.inner(), &e);
-                self.error(id, msg);
+            if regex::Regex::new(s.inner()).is_err() {
+                self.error(*id, "invalid matches argument");
+            }
+        }
+    }
+
+    /// `duration('...')` and `timestamp('...')` literals must parse.
+    fn check_time_literal(&mut self, name: &str, arg: Option<&IdedExpr>) {
+        if let Some(IdedExpr {
+            id,
+            expr: Expr::Literal(LiteralValue::String(s)),
+        }) = arg
+        {
+            let ok = match name {
+                "duration" => super::schema::parse_go_duration(s.inner()).is_some(),
+                _ => chrono::DateTime::parse_from_rfc3339(s.inner()).is_ok(),
+            };
+            if !ok {
+                self.error(*id, format!("invalid {name} argument"));
             }
         }
     }
@@ -788,6 +825,28 @@ impl Checker<'_> {
         target: &IdedExpr,
         args: &[IdedExpr],
     ) -> (Ty, Range) {
+        if name == "format" {
+            fn literals(e: &IdedExpr, out: &mut Vec<u64>) {
+                match &e.expr {
+                    Expr::List(l) => {
+                        out.push(e.id);
+                        l.elements.iter().for_each(|x| literals(x, out));
+                    }
+                    Expr::Map(m) => {
+                        out.push(e.id);
+                        for entry in &m.entries {
+                            if let EntryExpr::MapEntry(me) = &entry.expr {
+                                literals(&me.key, out);
+                                literals(&me.value, out);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            args.iter()
+                .for_each(|a| literals(a, &mut self.format_literals));
+        }
         let (tt, target_cost) = self.expr(target);
         let (tys, arg_cost) = self.args(args);
         let refs: Vec<&Ty> = tys.iter().collect();
@@ -815,12 +874,11 @@ impl Checker<'_> {
             }
             ("matches", [re]) => {
                 string_target(self);
-                self.check_regex_literal(id, args.first());
+                self.check_regex_literal(args.first());
                 (Ty::Bool, regex_cost(&tt, re))
             }
             ("find", [re]) => {
                 string_target(self);
-                self.check_regex_literal(id, args.first());
                 (
                     Ty::String(Range::upto(target_size.max)),
                     regex_cost(&tt, re),
@@ -828,7 +886,6 @@ impl Checker<'_> {
             }
             ("findAll", [re, ..]) => {
                 string_target(self);
-                self.check_regex_literal(id, args.first());
                 let elem = Ty::String(Range::upto(target_size.max));
                 (
                     Ty::List(Box::new(elem), Range::upto(target_size.max)),
