@@ -1,5 +1,7 @@
 //! Values printed as Go prints them, for the error messages clients compare with Kubernetes':
-//! `%q` strings, `%#v` string slices, and error aggregates.
+//! `%q` strings, `%#v` string slices, error aggregates, numbers and `encoding/json`.
+
+use serde_json::Value;
 
 /// Go's `%q` of a string: double-quoted with Go escapes for quotes, backslashes and
 /// non-printable characters.
@@ -51,6 +53,96 @@ pub fn aggregate(items: &[String]) -> String {
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
     }
+}
+
+/// `v` as Go's `encoding/json` writes a decoded value: compact, object keys sorted, `<`, `>`
+/// and `&` escaped as HTML-safe `\u00XX`, numbers as Go writes them.
+pub fn json(v: &Value) -> String {
+    let mut out = String::new();
+    write_json(v, &mut out);
+    out
+}
+
+/// A JSON number as Go prints the value decoded from it: integers as they are; other numbers
+/// as `fmt` prints a float64 (`%v`: exponent form below 1e-4 or from 1e21), or, `in_json`, as
+/// `encoding/json` writes one (exponent form below 1e-6 or from 1e21).
+pub fn number(n: &serde_json::Number, in_json: bool) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    let abs = f.abs();
+    let small = if in_json { 1e-6 } else { 1e-4 };
+    if abs == 0.0 || (small..1e21).contains(&abs) {
+        // Rust's shortest decimal form, which is Go's for these magnitudes.
+        return format!("{f}");
+    }
+    // Shortest digits with an exponent, written as Go writes it: `1e+21`, `1.5e-07` (`fmt`),
+    // `1e+21`, `1.5e-7` (`encoding/json`).
+    let e = format!("{f:e}");
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sign = if exp < 0 { '-' } else { '+' };
+    if in_json {
+        format!("{mantissa}e{sign}{}", exp.abs())
+    } else {
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+/// Writes `v` as Go's `encoding/json` writes it compactly: object keys sorted, `<`, `>` and `&`
+/// escaped as HTML-safe `\u00XX`, numbers as Go writes them.
+fn write_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&number(n, true)),
+        Value::String(s) => json_string(s, out),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                json_string(k, out);
+                out.push(':');
+                write_json(&m[k], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]

@@ -308,13 +308,9 @@ fn typed_cell(ty: ColumnType, v: &Value, now: OffsetDateTime) -> Value {
         (ColumnType::String, Value::String(s)) => json!(s),
         // Printed as Kubernetes' JSONPath printer prints it: scalars as Go formats them,
         // structures as Go's compact JSON.
-        (ColumnType::String, Value::Number(n)) => json!(go_number(n, false)),
+        (ColumnType::String, Value::Number(n)) => json!(crate::go::number(n, false)),
         (ColumnType::String, Value::Bool(b)) => json!(b.to_string()),
-        (ColumnType::String, other) => {
-            let mut out = String::new();
-            go_json(other, &mut out);
-            json!(out)
-        }
+        (ColumnType::String, other) => json!(crate::go::json(other)),
         (ColumnType::Integer, Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => json!(i),
             (None, Some(f)) => json!(f as i64),
@@ -328,88 +324,6 @@ fn typed_cell(ty: ColumnType, v: &Value, now: OffsetDateTime) -> Value {
         },
         _ => Value::Null,
     }
-}
-
-/// A JSON number as Go prints the value decoded from it: integers as they are; other numbers
-/// as `fmt` prints a float64 (`%v`: exponent form below 1e-4 or from 1e21), or, `in_json`, as
-/// `encoding/json` writes one (exponent form below 1e-6 or from 1e21).
-fn go_number(n: &serde_json::Number, in_json: bool) -> String {
-    if n.is_i64() || n.is_u64() {
-        return n.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    let abs = f.abs();
-    let small = if in_json { 1e-6 } else { 1e-4 };
-    if abs == 0.0 || (small..1e21).contains(&abs) {
-        // Rust's shortest decimal form, which is Go's for these magnitudes.
-        return format!("{f}");
-    }
-    // Shortest digits with an exponent, written as Go writes it: `1e+21`, `1.5e-07` (`fmt`),
-    // `1e+21`, `1.5e-7` (`encoding/json`).
-    let e = format!("{f:e}");
-    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let sign = if exp < 0 { '-' } else { '+' };
-    if in_json {
-        format!("{mantissa}e{sign}{}", exp.abs())
-    } else {
-        format!("{mantissa}e{sign}{:02}", exp.abs())
-    }
-}
-
-/// `v` as Go's `encoding/json` writes it compactly: object keys sorted, `<`, `>` and `&`
-/// escaped as HTML-safe `\u00XX`, numbers as Go writes them.
-fn go_json(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&go_number(n, true)),
-        Value::String(s) => go_json_string(s, out),
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                go_json(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                go_json_string(k, out);
-                out.push(':');
-                go_json(&m[k], out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn go_json_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// The age of an object created at `created` (RFC 3339): `<unknown>` when unset.
@@ -862,11 +776,7 @@ mod tests {
 
     #[test]
     fn structures_and_numbers_print_as_go_prints_them() {
-        let go = |v: Value| {
-            let mut out = String::new();
-            go_json(&v, &mut out);
-            out
-        };
+        let go = |v: Value| crate::go::json(&v);
         assert_eq!(
             go(
                 json!({"b": [1, 2.5, 1.0], "a": "<x> & \"y\"\n", "c": null, "d": {"z": true, "y": 1e-7}})
@@ -876,7 +786,7 @@ mod tests {
         assert_eq!(go(json!(1e21)), "1e+21");
         assert_eq!(go(json!(0.000001)), "0.000001");
         let text = |v: Value| match v {
-            Value::Number(n) => go_number(&n, false),
+            Value::Number(n) => crate::go::number(&n, false),
             _ => unreachable!(),
         };
         assert_eq!(text(json!(1.0)), "1");
