@@ -374,6 +374,17 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                 format!("{META}Patch"),
                 json!({"type": "object", "description": "A patch document; its format is given by the request's Content-Type."}),
             );
+            // Only the patch types the kind accepts: kubectl's client-side apply sends a
+            // strategic merge patch when the operation lists one (custom resources get JSON
+            // merge patches, as kube-apiserver publishes them without it).
+            let mut patch_types = vec![
+                "application/apply-patch+yaml",
+                "application/json-patch+json",
+                "application/merge-patch+json",
+            ];
+            if info.supports_strategic_merge {
+                patch_types.push("application/strategic-merge-patch+json");
+            }
             one.insert(
                 "patch".into(),
                 operation(
@@ -381,15 +392,7 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                     "patch",
                     format!("patch{gv}{scoped}{kind}"),
                     write_params(true),
-                    Some(body(
-                        &format!("{META}Patch"),
-                        &[
-                            "application/apply-patch+yaml",
-                            "application/json-patch+json",
-                            "application/merge-patch+json",
-                            "application/strategic-merge-patch+json",
-                        ],
-                    )),
+                    Some(body(&format!("{META}Patch"), &patch_types)),
                     responses(&["200", "201"], &kind_schema),
                 ),
             );
@@ -452,6 +455,10 @@ mod tests {
             .map(|p| p["name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"fieldValidation"));
+        // A built-in kind takes strategic merge patches (custom resources' operations omit it).
+        assert!(
+            patch["requestBody"]["content"]["application/strategic-merge-patch+json"].is_object()
+        );
         assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.ServiceAccount"].is_object());
         let idx = index(&docs);
         assert!(idx["paths"]["api/v1"]["serverRelativeURL"]
