@@ -1170,7 +1170,7 @@ fn embedded_resource(path: &str, x: &Map<String, Value>, errs: &mut Vec<FieldErr
                     errs.push(FieldError::required(&field, ""))
                 }
                 Value::String(kind) => {
-                    let problems = dns1035_label_errors(&kind.to_lowercase());
+                    let problems = strata_object::names::dns1035_label_errors(&kind.to_lowercase());
                     if !problems.is_empty() {
                         errs.push(FieldError::invalid_string(
                             &field,
@@ -1294,29 +1294,6 @@ fn path_segment_errors(name: &str, prefix: bool) -> Vec<String> {
         .filter(|bad| name.contains(*bad))
         .map(|bad| format!("may not contain '{bad}'"))
         .collect()
-}
-
-/// apimachinery's `IsDNS1035Label`.
-fn dns1035_label_errors(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[b.len() - 1] != b'-';
-    if !ok {
-        errs.push(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start \
-             with an alphabetic character, and end with an alphanumeric character (e.g. \
-             'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-                .to_string(),
-        );
-    }
-    errs
 }
 
 /// The uniqueness of `x-kubernetes-list-type: set` items and of `map` keys: one `Duplicate

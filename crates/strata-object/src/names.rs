@@ -72,6 +72,29 @@ pub fn generate_name(base: &str, mut random: impl FnMut() -> u32) -> String {
     base
 }
 
+/// Why `s` is not a DNS-1035 label (Kubernetes' `IsDNS1035Label`), in Kubernetes' words.
+pub fn dns1035_label_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[b.len() - 1] != b'-';
+    if !ok {
+        errs.push(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start \
+             with an alphabetic character, and end with an alphanumeric character (e.g. \
+             'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+                .to_string(),
+        );
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 use strata_apiext::crd::CLEANUP_FINALIZER;
 use strata_object::field::{FieldError, FieldErrorKind};
 use strata_object::go::quote;
-use strata_object::names::dns1123_subdomain_errors;
+use strata_object::names::{dns1035_label_errors, dns1123_subdomain_errors};
 use strata_object::Object;
 
 use crate::strategy::Strategy;
@@ -383,29 +383,6 @@ fn versions(spec: Option<&Value>) -> &[Value] {
 
 fn invalid(field: impl Into<String>, value: String, detail: impl Into<String>) -> FieldError {
     FieldError::new(FieldErrorKind::Invalid, field, Some(value), detail)
-}
-
-/// Kubernetes' `IsDNS1035Label`.
-fn dns1035_label_errors(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[b.len() - 1] != b'-';
-    if !ok {
-        errs.push(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start \
-             with an alphabetic character, and end with an alphanumeric character (e.g. \
-             'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-                .to_string(),
-        );
-    }
-    errs
 }
 
 fn validate_spec(spec: &Map<String, Value>, errs: &mut Vec<FieldError>) {
