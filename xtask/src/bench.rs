@@ -5,6 +5,7 @@
 //! Micro-benchmarks of hot paths are Criterion's job, not
 //! this one.
 
+mod crd;
 mod etcd;
 mod formats;
 mod lists;
@@ -59,6 +60,7 @@ struct Parts {
     watch: bool,
     updates: bool,
     formats: bool,
+    crd: bool,
     /// Only when asked for: it needs etcd installed.
     etcd: bool,
 }
@@ -75,6 +77,7 @@ impl Options {
                 watch: true,
                 updates: true,
                 formats: true,
+                crd: true,
                 etcd: false,
             },
             list_sizes: vec![10_000, lists::TARGET_OBJECTS],
@@ -104,6 +107,7 @@ impl Options {
                         watch: false,
                         updates: false,
                         formats: false,
+                        crd: false,
                         etcd: false,
                     });
                     for part in value("--only")?.split(',') {
@@ -113,11 +117,12 @@ impl Options {
                             "watch" => parts.watch = true,
                             "updates" => parts.updates = true,
                             "formats" => parts.formats = true,
+                            "crd" => parts.crd = true,
                             "etcd" => parts.etcd = true,
                             other => {
                                 return Err(format!(
                                     "--only: unknown part {other:?} \
-                                     (foundation, lists, watch, updates, formats, etcd)"
+                                     (foundation, lists, watch, updates, formats, crd, etcd)"
                                 ))
                             }
                         }
@@ -149,6 +154,7 @@ impl Options {
                 || options.parts.watch
                 || options.parts.updates
                 || options.parts.formats
+                || options.parts.crd
                 || options.parts.etcd
             {
                 if only.is_some() {
@@ -160,6 +166,7 @@ impl Options {
                     watch: false,
                     updates: false,
                     formats: false,
+                    crd: false,
                     etcd: false,
                 };
             }
@@ -362,6 +369,29 @@ pub fn bench(options: &Options) -> Result<()> {
                 doc_path.display()
             );
         }
+    }
+    if options.parts.crd {
+        let measure = Duration::from_secs(options.seconds);
+        let results = runtime.block_on(crd::run(binary, scratch.path(), measure))?;
+        println!("\n{}", crd::table(&results));
+        for line in crd::problems(&results) {
+            println!("- {line}");
+        }
+        let verdicts = crd::verdicts(&results);
+        for (line, _) in &verdicts {
+            println!("- {line}");
+        }
+        if options.write {
+            let section = crd::section(&header, &results, measure);
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(&doc_path, replace_section(&old, crd::SECTION, &section))?;
+            eprintln!(
+                "\nwrote the {} section of {}",
+                crd::SECTION,
+                doc_path.display()
+            );
+        }
+        all_verdicts.extend(verdicts);
     }
     if options.parts.etcd {
         let measure = Duration::from_secs(options.seconds);
@@ -1290,6 +1320,7 @@ mod tests {
                 watch: false,
                 updates: false,
                 formats: false,
+                crd: false,
                 etcd: false
             }
         );
@@ -1312,6 +1343,7 @@ mod tests {
                 watch: true,
                 updates: true,
                 formats: true,
+                crd: true,
                 etcd: false
             }
         );
@@ -1338,6 +1370,7 @@ mod tests {
                 watch: true,
                 updates: false,
                 formats: false,
+                crd: false,
                 etcd: false
             }
         );
@@ -1359,6 +1392,9 @@ mod tests {
         let o = Options::parse(&args("--only etcd --seconds 3 --watchers 10")).unwrap();
         assert!(o.parts.etcd && !o.parts.foundation && !o.parts.watch && !o.parts.formats);
         assert_eq!((o.seconds, o.watch.watchers), (3, 10));
+        let o = Options::parse(&args("--only crd --seconds 4")).unwrap();
+        assert!(o.parts.crd && !o.parts.foundation && !o.parts.etcd && !o.parts.updates);
+        assert_eq!(o.seconds, 4);
 
         for bad in [
             "--only",
@@ -1371,6 +1407,7 @@ mod tests {
             "--only watch --only-ceiling",
             "--only updates --only-ceiling",
             "--only etcd --only-ceiling",
+            "--only crd --only-ceiling",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad}");
         }

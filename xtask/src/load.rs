@@ -29,7 +29,12 @@ pub enum Workload {
     Get { path: String },
     /// `POST` a new ServiceAccount named `bench-<client>-<seq>` into namespace `default`.
     CreateServiceAccount,
+    /// `POST body` to `path`, with [`NAME_SLOT`] in `body` replaced by `bench-<client>-<seq>`.
+    Create { path: String, body: Arc<str> },
 }
+
+/// Where [`Workload::Create`] puts each new object's name in its body.
+pub const NAME_SLOT: &str = "@NAME@";
 
 /// How clients reach the server: plain HTTP without credentials by default, or TLS (trusting
 /// one CA) and a bearer token.
@@ -263,6 +268,15 @@ fn build_request(
             .body(Full::new(Bytes::from(service_account_body(&format!(
                 "bench-{client}-{seq}"
             ))))),
+        Workload::Create { path, body } => builder
+            .method(Method::POST)
+            .uri(path.as_str())
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body.replacen(
+                NAME_SLOT,
+                &format!("bench-{client}-{seq}"),
+                1,
+            )))),
     };
     // The method, the header values and the paths (fixed strings in this file) are all valid.
     request.expect("bench requests are well-formed")

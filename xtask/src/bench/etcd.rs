@@ -358,7 +358,7 @@ async fn http_row(
         "{label}, {CLIENTS} clients: {WARMUP:?} warm-up + {measure:?}"
     ));
     let expect = match workload {
-        Workload::CreateServiceAccount => StatusCode::CREATED,
+        Workload::CreateServiceAccount | Workload::Create { .. } => StatusCode::CREATED,
         Workload::Get { .. } => StatusCode::OK,
     };
     let scenario = Scenario {
