@@ -6,7 +6,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use cel::common::functions::Function;
 use cel::common::types::{Type, DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
@@ -16,6 +16,10 @@ use cel::{Env, ExecutionError, Value};
 
 use super::quantity::Quantity;
 use super::url::Url;
+
+/// The name `matches` calls are redirected to: the same function, with compiled patterns
+/// cached (cel-rust's own compiles the pattern on every call).
+pub(crate) const CACHED_MATCHES: &str = "@matches";
 
 const URL_TYPE: &str = "kubernetes.URL";
 const QUANTITY_TYPE: &str = "kubernetes.Quantity";
@@ -94,6 +98,19 @@ fn build() -> Result<Env, cel::DeclarationError> {
     )?;
 
     // Regex.
+    env.add_overload(
+        CACHED_MATCHES,
+        "matches_cached",
+        vec![STRING_TYPE, STRING_TYPE],
+        overload!(matches),
+    )?;
+    env.add_member_overload(
+        CACHED_MATCHES,
+        "string_matches_cached",
+        STRING_TYPE,
+        vec![STRING_TYPE],
+        overload!(matches),
+    )?;
     env.add_member_overload(
         "find",
         "string_find_string",
@@ -355,8 +372,29 @@ fn list_last_index_of(args: &[Value]) -> Result<Value, ExecutionError> {
     Ok(Value::Int(found.map_or(-1, |i| i as i64)))
 }
 
-fn regex(function: &str, pattern: &str) -> Result<regex::Regex, ExecutionError> {
-    regex::Regex::new(pattern).map_err(|e| err(function, super::regex_error(pattern, &e)))
+/// The compiled pattern, from a cache shared by every rule (rules use few patterns, mostly
+/// literals; the cache starts over when it grows past a thousand).
+fn regex(function: &str, pattern: &str) -> Result<Arc<regex::Regex>, ExecutionError> {
+    static CACHE: OnceLock<RwLock<HashMap<String, Arc<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(re) = cache.read().unwrap_or_else(|e| e.into_inner()).get(pattern) {
+        return Ok(re.clone());
+    }
+    let re = Arc::new(
+        regex::Regex::new(pattern).map_err(|e| err(function, super::regex_error(pattern, &e)))?,
+    );
+    let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= 1000 {
+        map.clear();
+    }
+    map.insert(pattern.to_string(), re.clone());
+    Ok(re)
+}
+
+fn matches(args: &[Value]) -> Result<Value, ExecutionError> {
+    let s = string(&args[0], "matches")?;
+    let re = regex("matches", string(&args[1], "matches")?)?;
+    Ok(Value::Bool(re.is_match(s)))
 }
 
 fn find(args: &[Value]) -> Result<Value, ExecutionError> {

@@ -28,8 +28,9 @@ mod url;
 
 use std::sync::Arc;
 
-use cel::objects::OptionalValue;
-use cel::{Context, ExecutionError, Program, Value};
+use cel::common::ast::{EntryExpr, Expr};
+use cel::common::types::CelOptional;
+use cel::{Context, ExecutionError, IdedExpr, Value};
 use serde_json::Value as J;
 use strata_object::field::{FieldError, FieldErrorKind};
 use strata_object::go;
@@ -68,9 +69,11 @@ pub struct Rules {
 /// A schema node with rules at or below it.
 #[derive(Debug)]
 struct Node {
-    /// The node's schema, for converting values.
-    schema: Arc<J>,
-    resource_root: bool,
+    /// How the node's values convert for CEL.
+    shape: Arc<schema::Shape>,
+    /// Whether the node is a `x-kubernetes-list-type: set` list (its items pair with old
+    /// items by value, for ratcheting).
+    set_list: bool,
     /// The schema `type`, which failed rules report as the value.
     type_name: String,
     rules: Vec<Rule>,
@@ -86,13 +89,13 @@ struct Rule {
     /// The rule as written, trimmed.
     source: String,
     message: Option<String>,
-    message_expression: Option<(String, Program)>,
+    message_expression: Option<(String, Compiled)>,
     reason: Option<FieldErrorKind>,
     /// The normalized `fieldPath`, relative to the node.
     field_path: Option<String>,
     /// The compiled rule, or why it does not compile (a stored schema, see
     /// [`Rules::compile_stored`]).
-    program: Result<Program, String>,
+    program: Result<Compiled, String>,
     uses_old_self: bool,
     optional_old_self: bool,
 }
@@ -150,6 +153,7 @@ impl Rules {
         let mut cx = CompileCx::default();
         let root = compile_node(
             Schema(schema),
+            Arc::new(schema::Shape::of(Schema(schema), true)),
             &Path(path.to_string()),
             NodeCx {
                 resource_root: true,
@@ -193,6 +197,7 @@ impl Rules {
         };
         let root = compile_node(
             Schema(schema),
+            Arc::new(schema::Shape::of(Schema(schema), true)),
             &Path::default(),
             NodeCx {
                 resource_root: true,
@@ -274,14 +279,20 @@ struct NodeCx {
     uncorrelatable: Option<String>,
 }
 
-struct Compiled {
+struct NodeCompiled {
     node: Option<Node>,
     /// Whether this node or one below it has errors in its rule declarations (which keep
     /// Kubernetes from compiling the rules above).
     schema_errors: bool,
 }
 
-fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Compiled {
+fn compile_node(
+    s: Schema,
+    shape: Arc<schema::Shape>,
+    path: &Path,
+    ncx: NodeCx,
+    cx: &mut CompileCx,
+) -> NodeCompiled {
     let mut schema_errors = false;
     let child_cardinality = |bound: Option<u64>| -> Option<u64> {
         match (ncx.cardinality, bound) {
@@ -293,6 +304,9 @@ fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Comp
     if let Some(ap) = s.additional() {
         let child = compile_node(
             ap,
+            shape
+                .element()
+                .unwrap_or_else(|| Arc::new(schema::Shape::of(ap, ap.embedded()))),
             &path.child("additionalProperties"),
             NodeCx {
                 resource_root: ap.embedded(),
@@ -320,6 +334,9 @@ fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Comp
             };
             let child = compile_node(
                 prop,
+                shape
+                    .property(name)
+                    .unwrap_or_else(|| Arc::new(schema::Shape::of(prop, prop.embedded()))),
                 &path.child("properties").key(name),
                 NodeCx {
                     resource_root: prop.embedded(),
@@ -348,6 +365,9 @@ fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Comp
         };
         let child = compile_node(
             it,
+            shape
+                .element()
+                .unwrap_or_else(|| Arc::new(schema::Shape::of(it, it.embedded()))),
             &path.child("items"),
             NodeCx {
                 resource_root: it.embedded(),
@@ -386,8 +406,8 @@ fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Comp
             None
         } else {
             Some(Node {
-                schema: Arc::new(s.0.clone()),
-                resource_root: ncx.resource_root,
+                shape,
+                set_list: s.list_type() == "set",
                 type_name: s.type_name(),
                 rules,
                 properties,
@@ -396,7 +416,7 @@ fn compile_node(s: Schema, path: &Path, ncx: NodeCx, cx: &mut CompileCx) -> Comp
                 list_map_keys,
             })
         };
-    Compiled {
+    NodeCompiled {
         node,
         schema_errors,
     }
@@ -564,9 +584,81 @@ pub(crate) fn regex_error(pattern: &str, e: &regex::Error) -> String {
 
 /// What compiling one expression gave.
 struct Expression {
-    program: Program,
+    compiled: Compiled,
     ty: Ty,
-    cost: u64,
+    uses_old_self: bool,
+}
+
+/// Below this estimated cost an evaluation is charged its estimate as is, without bounding
+/// it again from the actual values (which cannot exceed the estimate).
+const CHEAP: u64 = 100;
+
+/// An expression ready to evaluate: cel-rust's AST, with `matches` calls redirected to the
+/// library's overload that caches compiled patterns.
+#[derive(Debug)]
+struct Compiled {
+    expr: IdedExpr,
+    /// The estimated cost of one evaluation, from the schema's sizes.
+    estimate: u64,
+}
+
+impl Compiled {
+    fn new(mut expr: IdedExpr, estimate: u64) -> Compiled {
+        redirect_matches(&mut expr);
+        Compiled { expr, estimate }
+    }
+
+    fn execute(&self, ctx: &Context) -> Result<Value, ExecutionError> {
+        Value::resolve(&self.expr, ctx)
+    }
+
+    /// A bound on what evaluating with values of these (actual) types costs.
+    fn bound(&self, self_ty: &Ty, old_ty: Option<&Ty>) -> u64 {
+        check::check(&self.expr, self_ty, old_ty, false).cost.max
+    }
+}
+
+fn redirect_matches(e: &mut IdedExpr) {
+    match &mut e.expr {
+        Expr::Call(call) => {
+            if call.func_name == "matches" {
+                call.func_name = library::CACHED_MATCHES.to_string();
+            }
+            if let Some(t) = &mut call.target {
+                redirect_matches(t);
+            }
+            call.args.iter_mut().for_each(redirect_matches);
+        }
+        Expr::Select(sel) => redirect_matches(&mut sel.operand),
+        Expr::List(list) => list.elements.iter_mut().for_each(redirect_matches),
+        Expr::Map(map) => {
+            for entry in &mut map.entries {
+                if let EntryExpr::MapEntry(me) = &mut entry.expr {
+                    redirect_matches(&mut me.key);
+                    redirect_matches(&mut me.value);
+                }
+            }
+        }
+        Expr::Struct(st) => {
+            for entry in &mut st.entries {
+                if let EntryExpr::StructField(f) = &mut entry.expr {
+                    redirect_matches(&mut f.value);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for sub in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                redirect_matches(sub);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
 }
 
 fn compile_expression(
@@ -604,9 +696,9 @@ fn compile_expression(
         return Err(issues.join("\n"));
     }
     Ok(Expression {
-        program,
+        uses_old_self: program.references().has_variable("oldSelf"),
+        compiled: Compiled::new(program.expression().clone(), checked.cost.max),
         ty: checked.ty,
-        cost: checked.cost.max,
     })
 }
 
@@ -655,10 +747,10 @@ fn compile_rules(
             }
         });
         let cost = compiled.as_ref().map_or(0, |e| {
-            if e.cost == 0 {
+            if e.compiled.estimate == 0 {
                 0
             } else {
-                e.cost.saturating_mul(cardinality)
+                e.compiled.estimate.saturating_mul(cardinality)
             }
         });
         if cost > STATIC_ESTIMATED_COST_LIMIT && !cx.stored {
@@ -709,18 +801,18 @@ fn compile_rules(
                     ))
                 }
                 Ok(e) => {
-                    if e.cost > STATIC_ESTIMATED_COST_LIMIT {
+                    if e.compiled.estimate > STATIC_ESTIMATED_COST_LIMIT {
                         cx.errors.push(FieldError::forbidden(
                             &me_path.0,
                             cost_error_message(
                                 "estimated messageExpression cost",
-                                e.cost,
+                                e.compiled.estimate,
                                 STATIC_ESTIMATED_COST_LIMIT,
                             ),
                         ));
                     }
-                    cx.observe(&me_path.0, e.cost);
-                    message_expression = Some((me.to_string(), e.program));
+                    cx.observe(&me_path.0, e.compiled.estimate);
+                    message_expression = Some((me.to_string(), e.compiled));
                 }
             }
             if cx.stored {
@@ -728,7 +820,7 @@ fn compile_rules(
                 cx.errors.truncate(before);
             }
         }
-        let uses_old_self = expression.program.references().has_variable("oldSelf");
+        let uses_old_self = expression.uses_old_self;
         if cx.stored {
             // Accepted when written; nothing more to report.
         } else if uses_old_self {
@@ -755,7 +847,7 @@ fn compile_rules(
         rules.push(Rule {
             field_path,
             message_expression,
-            program: Ok(expression.program),
+            program: Ok(expression.compiled),
             uses_old_self,
             optional_old_self: optional_old_self == Some(true),
             ..failed_rule(r, String::new())
@@ -906,11 +998,6 @@ struct EvalState {
 const OUT_OF_BUDGET: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
-/// The value of `v` at `node`, converted for CEL, with its runtime type.
-fn converted(node: &Node, v: &J) -> (Value, Ty) {
-    schema::convert(v, Schema(&node.schema), node.resource_root)
-}
-
 /// The nearest value (this node's or an ancestor's) that could be paired with its old value,
 /// and that old value: when they are equal, the update left this node unchanged.
 type Ratchet<'a> = Option<(&'a J, &'a J)>;
@@ -941,7 +1028,7 @@ fn walk<'a>(
     match v {
         J::Array(items) => {
             if let Some(item_node) = &node.items {
-                let set_list = Schema(&node.schema).list_type() == "set";
+                let set_list = node.set_list;
                 for (i, item) in items.iter().enumerate() {
                     let old_item = correlate(node, old, item);
                     // Ratcheting pairs set items by value too.
@@ -1019,18 +1106,38 @@ fn evaluate_rules(
         ));
         return false;
     }
-    let (self_value, self_ty) = converted(node, v);
-    let old_converted = old.map(|o| converted(node, o));
+    let shape = &*node.shape;
     let mut ctx = Context::with_env(st.env.clone());
-    ctx.add_variable_from_value("self", self_value.clone());
-    if let Some((ov, _)) = &old_converted {
-        ctx.add_variable_from_value("oldSelf", ov.clone());
+    ctx.add_variable_as_val("self", schema::to_val(v, shape));
+    if let Some(o) = old {
+        if node
+            .rules
+            .iter()
+            .any(|r| r.uses_old_self && !r.optional_old_self)
+        {
+            ctx.add_variable_as_val("oldSelf", schema::to_val(o, shape));
+        }
     }
     // The activation of rules with `optionalOldSelf: true`, made when one needs it.
     let mut optional_ctx: Option<Context> = None;
-    let optional_old_ty = Ty::Optional(Box::new(
-        old_converted.as_ref().map_or(Ty::Never, |(_, t)| t.clone()),
-    ));
+    // The types of self, oldSelf and optional oldSelf, made when a bound needs them.
+    let mut types: Option<(Ty, Option<Ty>, Ty)> = None;
+    let mut bound_of = |c: &Compiled, optional: bool| -> u64 {
+        if c.estimate <= CHEAP {
+            return c.estimate;
+        }
+        let (self_ty, old_ty, optional_ty) = types.get_or_insert_with(|| {
+            let old_ty = old.map(|o| schema::to_ty(o, shape));
+            let optional_ty = Ty::Optional(Box::new(old_ty.clone().unwrap_or(Ty::Never)));
+            (schema::to_ty(v, shape), old_ty, optional_ty)
+        });
+        let old_ty = if optional {
+            Some(&*optional_ty)
+        } else {
+            old_ty.as_ref()
+        };
+        c.bound(self_ty, old_ty)
+    };
     for rule in &node.rules {
         let program = match &rule.program {
             Ok(p) => p,
@@ -1047,14 +1154,7 @@ fn evaluate_rules(
         if rule.uses_old_self && old.is_none() && !rule.optional_old_self {
             continue;
         }
-        let old_ty = if rule.optional_old_self {
-            Some(&optional_old_ty)
-        } else {
-            old_converted.as_ref().map(|(_, t)| t)
-        };
-        let bound = check::check(program.expression(), &self_ty, old_ty, false)
-            .cost
-            .max;
+        let bound = bound_of(program, rule.optional_old_self);
         if bound > PER_CALL_LIMIT {
             st.errors.push(FieldError::new(
                 FieldErrorKind::Invalid,
@@ -1080,12 +1180,12 @@ fn evaluate_rules(
         let activation = if rule.optional_old_self {
             optional_ctx.get_or_insert_with(|| {
                 let mut c = Context::with_env(st.env.clone());
-                c.add_variable_from_value("self", self_value.clone());
-                let opt = match &old_converted {
-                    Some((ov, _)) => OptionalValue::of(ov.clone()),
-                    None => OptionalValue::none(),
+                c.add_variable_as_val("self", schema::to_val(v, shape));
+                let opt = match old {
+                    Some(o) => CelOptional::of(schema::to_val(o, shape)),
+                    None => CelOptional::none(),
                 };
-                c.add_variable_from_value("oldSelf", Value::Opaque(Arc::new(opt)));
+                c.add_variable_as_val("oldSelf", Box::new(opt));
                 c
             })
         } else {
@@ -1134,9 +1234,7 @@ fn evaluate_rules(
         };
         let mut detail = None;
         if let Some((source, program)) = &rule.message_expression {
-            let bound = check::check(program.expression(), &self_ty, old_ty, false)
-                .cost
-                .max;
+            let bound = bound_of(program, rule.optional_old_self);
             if bound > PER_CALL_LIMIT {
                 report(
                     st,

@@ -6,8 +6,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use cel::objects::{Key, Map};
-use cel::Value;
+use cel::common::types::{
+    CelBool, CelBytes, CelDouble, CelDuration, CelInt, CelList, CelMap, CelMapKey, CelNull,
+    CelString, CelTimestamp, CelUInt,
+};
+use cel::common::value::Val;
 use serde_json::Value as J;
 
 use super::ty::{Fields, Range, Ty, MAX_REQUEST_SIZE};
@@ -220,10 +223,7 @@ pub(crate) fn min_size(s: Schema) -> u64 {
             if let Some(props) = s.properties() {
                 for (name, prop) in props {
                     let prop = Schema(prop);
-                    if required.contains(&name.as_str())
-                        && !prop.has_default()
-                        && decl_ty(prop, prop.embedded()).is_some()
-                    {
+                    if required.contains(&name.as_str()) && !prop.has_default() && visible(prop) {
                         size += name.len() as u64 + min_size(prop) + 4;
                     }
                 }
@@ -359,191 +359,335 @@ pub(crate) fn decl_ty(s: Schema, resource_root: bool) -> Option<Ty> {
     }
 }
 
-fn str_value(s: &str) -> Value {
-    Value::String(Arc::new(s.to_string()))
+/// Whether CEL sees values of the schema at all (what [`decl_ty`] returns `Some` for),
+/// without building the type.
+pub(crate) fn visible(s: Schema) -> bool {
+    if s.int_or_string() {
+        return true;
+    }
+    match s.ty() {
+        "array" => s.items().is_some_and(visible),
+        "object" | "string" | "boolean" | "number" | "integer" => true,
+        "" => s.preserve_unknown(),
+        _ => false,
+    }
 }
+
+/// How values of a schema convert for CEL, worked out once per schema: the schema walked
+/// with direct access instead of member lookups for every value.
+#[derive(Debug)]
+pub(crate) enum Shape {
+    /// Not visible to CEL.
+    Hidden,
+    /// Any JSON, converted by its own type (int-or-string, preserved unknown fields).
+    Any,
+    Integer,
+    Number,
+    Boolean,
+    Str(Format),
+    Array(Arc<Shape>),
+    /// An object with `additionalProperties`: a map of values of one shape.
+    Map(Arc<Shape>),
+    Object(Arc<ObjectShape>),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Format {
+    Plain,
+    Byte,
+    Duration,
+    Date,
+    DateTime,
+}
+
+/// An object with properties: each visible property's CEL name and shape.
+#[derive(Debug, Default)]
+pub(crate) struct ObjectShape {
+    properties: HashMap<String, (String, Arc<Shape>)>,
+    /// A resource root: `apiVersion`, `kind` and `metadata.name`/`generateName` are visible.
+    resource_root: bool,
+}
+
+impl Shape {
+    /// The shape of `s` (a resource root when `resource_root`).
+    pub fn of(s: Schema, resource_root: bool) -> Shape {
+        if s.int_or_string() {
+            return Shape::Any;
+        }
+        match s.ty() {
+            "integer" => Shape::Integer,
+            "number" => Shape::Number,
+            "boolean" => Shape::Boolean,
+            "string" => Shape::Str(match s.format() {
+                "byte" => Format::Byte,
+                "duration" => Format::Duration,
+                "date" => Format::Date,
+                "date-time" => Format::DateTime,
+                _ => Format::Plain,
+            }),
+            "array" => match s.items().map(|i| Shape::of(i, i.embedded())) {
+                Some(Shape::Hidden) | None => Shape::Hidden,
+                Some(items) => Shape::Array(Arc::new(items)),
+            },
+            "object" => {
+                if let Some(ap) = s.additional() {
+                    return Shape::Map(Arc::new(Shape::of(ap, ap.embedded())));
+                }
+                let props = s.properties();
+                if props.is_none_or(|p| p.is_empty()) && !resource_root {
+                    return if s.preserve_unknown() {
+                        Shape::Any
+                    } else {
+                        Shape::Object(Arc::default())
+                    };
+                }
+                let mut properties = HashMap::new();
+                for (name, prop) in props.into_iter().flatten() {
+                    let prop = Schema(prop);
+                    let shape = Shape::of(prop, prop.embedded());
+                    if matches!(shape, Shape::Hidden) {
+                        continue;
+                    }
+                    if let Some(escaped) = escape(name) {
+                        properties.insert(name.clone(), (escaped, Arc::new(shape)));
+                    }
+                }
+                Shape::Object(Arc::new(ObjectShape {
+                    properties,
+                    resource_root,
+                }))
+            }
+            "" if s.preserve_unknown() => Shape::Any,
+            _ => Shape::Hidden,
+        }
+    }
+}
+
+impl Shape {
+    /// The shape of a property of an object shape.
+    pub fn property(&self, name: &str) -> Option<Arc<Shape>> {
+        match self {
+            Shape::Object(o) => o.properties.get(name).map(|(_, s)| s.clone()),
+            _ => None,
+        }
+    }
+
+    /// The shape of a list's items or a map's values.
+    pub fn element(&self) -> Option<Arc<Shape>> {
+        match self {
+            Shape::Array(s) | Shape::Map(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+type BoxVal<'v> = Box<dyn Val + 'v>;
 
 fn str_ty(s: &str) -> Ty {
     Ty::String(Range::exact(s.chars().count() as u64))
 }
 
-fn map_value(entries: HashMap<Key, Value>) -> Value {
-    Value::Map(Map {
-        map: Arc::new(entries),
+/// A JSON value as CEL sees it without a schema: integers as `int` (or `uint` beyond it),
+/// other numbers as `double`, objects as maps. Strings are borrowed, not copied.
+pub(crate) fn any_val(v: &J) -> BoxVal<'_> {
+    match v {
+        J::Null => Box::new(CelNull),
+        J::Bool(b) => Box::new(CelBool::from(*b)),
+        J::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Box::new(CelInt::from(i))
+            } else if let Some(u) = n.as_u64() {
+                Box::new(CelUInt::from(u))
+            } else {
+                Box::new(CelDouble::from(n.as_f64().unwrap_or(0.0)))
+            }
+        }
+        J::String(s) => Box::new(CelString::from(s.as_str())),
+        J::Array(items) => Box::new(CelList::from(items.iter().map(any_val).collect::<Vec<_>>())),
+        J::Object(m) => Box::new(CelMap::from(
+            m.iter()
+                .map(|(k, v)| (CelMapKey::from(k.as_str()), any_val(v)))
+                .collect::<HashMap<_, _>>(),
+        )),
+    }
+}
+
+/// The runtime type of a schemaless value: its own sizes.
+pub(crate) fn any_ty(v: &J) -> Ty {
+    match v {
+        J::Null => Ty::Null,
+        J::Bool(_) => Ty::Bool,
+        J::Number(n) => {
+            if n.is_i64() {
+                Ty::Int
+            } else if n.is_u64() {
+                Ty::Uint
+            } else {
+                Ty::Double
+            }
+        }
+        J::String(s) => str_ty(s),
+        J::Array(items) => {
+            let elem = items.iter().fold(Ty::Never, |t, i| t.union(&any_ty(i)));
+            Ty::List(Box::new(elem), Range::exact(items.len() as u64))
+        }
+        J::Object(m) => {
+            let (mut key, mut val) = (Ty::Never, Ty::Never);
+            for (k, v) in m {
+                key = key.union(&str_ty(k));
+                val = val.union(&any_ty(v));
+            }
+            Ty::Map(Box::new(key), Box::new(val), Range::exact(m.len() as u64))
+        }
+    }
+}
+
+fn format_val<'v>(text: &'v str, format: Format) -> Option<BoxVal<'v>> {
+    Some(match format {
+        Format::Plain => return None,
+        Format::Byte => Box::new(CelBytes::from(decode_base64(text)?)),
+        Format::Duration => Box::new(CelDuration::from(parse_go_duration(text)?)),
+        Format::DateTime => Box::new(CelTimestamp::from(
+            chrono::DateTime::parse_from_rfc3339(text).ok()?,
+        )),
+        Format::Date => Box::new(CelTimestamp::from(
+            chrono::DateTime::parse_from_rfc3339(&format!("{text}T00:00:00Z")).ok()?,
+        )),
     })
 }
 
-/// A JSON value as CEL sees it without a schema: integers as `int` (or `uint` beyond it),
-/// other numbers as `double`, objects as maps.
-pub(crate) fn schemaless(v: &J) -> (Value, Ty) {
-    match v {
-        J::Null => (Value::Null, Ty::Null),
-        J::Bool(b) => (Value::Bool(*b), Ty::Bool),
-        J::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                (Value::Int(i), Ty::Int)
-            } else if let Some(u) = n.as_u64() {
-                (Value::UInt(u), Ty::Uint)
-            } else {
-                (Value::Float(n.as_f64().unwrap_or(0.0)), Ty::Double)
-            }
+/// The fields of an object CEL sees, with their shapes: the declared ones (not null), and at
+/// a resource root `apiVersion` and `kind` whether declared or not.
+fn visible_fields<'a>(
+    m: &'a serde_json::Map<String, J>,
+    o: &'a ObjectShape,
+) -> impl Iterator<Item = (&'a str, &'a J, Option<&'a Shape>)> + 'a {
+    m.iter().filter_map(move |(name, v)| {
+        if v.is_null() {
+            return None;
         }
-        J::String(s) => (str_value(s), str_ty(s)),
-        J::Array(items) => {
-            let mut out = Vec::with_capacity(items.len());
-            let mut elem = Ty::Never;
-            for i in items {
-                let (v, t) = schemaless(i);
-                out.push(v);
-                elem = elem.union(&t);
-            }
-            let n = Range::exact(out.len() as u64);
-            (Value::List(Arc::new(out)), Ty::List(Box::new(elem), n))
+        if o.resource_root && name == "metadata" {
+            return Some(("metadata", v, None));
         }
-        J::Object(m) => {
-            let mut out = HashMap::with_capacity(m.len());
-            let mut key = Ty::Never;
-            let mut val = Ty::Never;
+        match o.properties.get(name) {
+            Some((escaped, shape)) => Some((escaped.as_str(), v, Some(&**shape))),
+            None if o.resource_root && (name == "apiVersion" || name == "kind") => {
+                Some((name.as_str(), v, Some(&Shape::Any)))
+            }
+            None => None,
+        }
+    })
+}
+
+const METADATA_FIELDS: [&str; 2] = ["name", "generateName"];
+
+/// `v` converted as Kubernetes does for CEL, following its shape: integers and numbers by the
+/// schema's type, `byte`/`duration`/`date`/`date-time` strings as bytes, durations and
+/// timestamps, objects with properties as maps keyed by the escaped names of the declared
+/// properties (at a resource root also `apiVersion`, `kind` and `metadata.name` /
+/// `metadata.generateName`), maps and lists element by element. Strings are borrowed.
+pub(crate) fn to_val<'v>(v: &'v J, shape: &'v Shape) -> BoxVal<'v> {
+    match (shape, v) {
+        (_, J::Null) => Box::new(CelNull),
+        (Shape::Integer, J::Number(n)) => match n.as_i64() {
+            Some(i) => Box::new(CelInt::from(i)),
+            None => match n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18) {
+                Some(f) => Box::new(CelInt::from(f as i64)),
+                None => any_val(v),
+            },
+        },
+        (Shape::Number, J::Number(n)) => Box::new(CelDouble::from(n.as_f64().unwrap_or(0.0))),
+        (Shape::Str(format), J::String(text)) => {
+            format_val(text, *format).unwrap_or_else(|| Box::new(CelString::from(text.as_str())))
+        }
+        (Shape::Array(items), J::Array(list)) => Box::new(CelList::from(
+            list.iter().map(|i| to_val(i, items)).collect::<Vec<_>>(),
+        )),
+        (Shape::Map(values), J::Object(m)) => Box::new(CelMap::from(
+            m.iter()
+                .map(|(k, v)| (CelMapKey::from(k.as_str()), to_val(v, values)))
+                .collect::<HashMap<_, _>>(),
+        )),
+        (Shape::Object(o), J::Object(m)) => Box::new(CelMap::from(
+            visible_fields(m, o)
+                .map(|(name, v, shape)| {
+                    let val = match shape {
+                        Some(shape) => to_val(v, shape),
+                        None => metadata_val(v),
+                    };
+                    (CelMapKey::from(name), val)
+                })
+                .collect::<HashMap<_, _>>(),
+        )),
+        _ => any_val(v),
+    }
+}
+
+fn metadata_val(v: &J) -> BoxVal<'_> {
+    let mut out = HashMap::new();
+    for key in METADATA_FIELDS {
+        if let Some(J::String(s)) = v.get(key) {
+            out.insert(
+                CelMapKey::from(key),
+                Box::new(CelString::from(s.as_str())) as BoxVal,
+            );
+        }
+    }
+    Box::new(CelMap::from(out))
+}
+
+/// The runtime type of `v` converted along `shape`, with its actual sizes (for the cost
+/// bound of an evaluation).
+pub(crate) fn to_ty(v: &J, shape: &Shape) -> Ty {
+    match (shape, v) {
+        (_, J::Null) => Ty::Null,
+        (Shape::Integer, J::Number(n))
+            if n.is_i64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) =>
+        {
+            Ty::Int
+        }
+        (Shape::Number, J::Number(_)) => Ty::Double,
+        (Shape::Str(format), J::String(text)) => match format {
+            Format::Plain => str_ty(text),
+            Format::Byte => Ty::Bytes(Range::exact((text.len() * 3 / 4) as u64)),
+            Format::Duration => Ty::Duration,
+            Format::Date | Format::DateTime => Ty::Timestamp,
+        },
+        (Shape::Array(items), J::Array(list)) => {
+            let elem = list
+                .iter()
+                .fold(Ty::Never, |t, i| t.union(&to_ty(i, items)));
+            Ty::List(Box::new(elem), Range::exact(list.len() as u64))
+        }
+        (Shape::Map(values), J::Object(m)) => {
+            let (mut key, mut val) = (Ty::Never, Ty::Never);
             for (k, v) in m {
-                let (cv, t) = schemaless(v);
                 key = key.union(&str_ty(k));
-                val = val.union(&t);
-                out.insert(Key::String(Arc::new(k.clone())), cv);
+                val = val.union(&to_ty(v, values));
             }
-            let n = Range::exact(out.len() as u64);
-            (map_value(out), Ty::Map(Box::new(key), Box::new(val), n))
+            Ty::Map(Box::new(key), Box::new(val), Range::exact(m.len() as u64))
         }
-    }
-}
-
-/// `v` converted as Kubernetes does for CEL, following its schema `s`: integers and numbers by
-/// the schema's type, `byte`/`duration`/`date`/`date-time` strings as bytes, durations and
-/// timestamps, objects with properties as maps keyed by the escaped property names (only the
-/// declared ones; at a resource root also `apiVersion`, `kind` and `metadata.name` /
-/// `metadata.generateName`), maps and lists element by element. Returns the runtime type of
-/// the result, with its actual sizes, for the cost bound.
-pub(crate) fn convert(v: &J, s: Schema, resource_root: bool) -> (Value, Ty) {
-    if v.is_null() {
-        return (Value::Null, Ty::Null);
-    }
-    if s.int_or_string() {
-        return schemaless(v);
-    }
-    match (s.ty(), v) {
-        ("integer", J::Number(n)) => {
-            if let Some(i) = n.as_i64() {
-                (Value::Int(i), Ty::Int)
-            } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18) {
-                (Value::Int(f as i64), Ty::Int)
-            } else {
-                schemaless(v)
+        (Shape::Object(o), J::Object(m)) => {
+            let mut fields = BTreeMap::new();
+            for (name, v, shape) in visible_fields(m, o) {
+                let t = match shape {
+                    Some(shape) => to_ty(v, shape),
+                    None => {
+                        let mut meta = BTreeMap::new();
+                        for key in METADATA_FIELDS {
+                            if let Some(J::String(s)) = v.get(key) {
+                                meta.insert(key.to_string(), str_ty(s));
+                            }
+                        }
+                        Ty::Object(Arc::new(Fields { fields: meta }))
+                    }
+                };
+                fields.insert(name.to_string(), t);
             }
+            Ty::Object(Arc::new(Fields { fields }))
         }
-        ("number", J::Number(n)) => (Value::Float(n.as_f64().unwrap_or(0.0)), Ty::Double),
-        ("string", J::String(text)) => convert_string(text, s.format()),
-        ("array", J::Array(items)) => {
-            let Some(item_schema) = s.items() else {
-                return schemaless(v);
-            };
-            let embedded = item_schema.embedded();
-            let mut out = Vec::with_capacity(items.len());
-            let mut elem = Ty::Never;
-            for i in items {
-                let (cv, t) = convert(i, item_schema, embedded);
-                out.push(cv);
-                elem = elem.union(&t);
-            }
-            let n = Range::exact(out.len() as u64);
-            (Value::List(Arc::new(out)), Ty::List(Box::new(elem), n))
-        }
-        ("object", J::Object(m)) => convert_object(m, s, resource_root),
-        ("", _) => schemaless(v),
-        _ => schemaless(v),
+        _ => any_ty(v),
     }
-}
-
-fn convert_string(text: &str, format: &str) -> (Value, Ty) {
-    let parsed = match format {
-        "byte" => decode_base64(text).map(|b| {
-            let n = b.len() as u64;
-            (Value::Bytes(Arc::new(b)), Ty::Bytes(Range::exact(n)))
-        }),
-        "duration" => parse_go_duration(text).map(|d| (Value::Duration(d), Ty::Duration)),
-        "date-time" => chrono::DateTime::parse_from_rfc3339(text)
-            .ok()
-            .map(|t| (Value::Timestamp(t), Ty::Timestamp)),
-        "date" => chrono::DateTime::parse_from_rfc3339(&format!("{text}T00:00:00Z"))
-            .ok()
-            .map(|t| (Value::Timestamp(t), Ty::Timestamp)),
-        _ => None,
-    };
-    parsed.unwrap_or_else(|| (str_value(text), str_ty(text)))
-}
-
-fn convert_object(m: &serde_json::Map<String, J>, s: Schema, resource_root: bool) -> (Value, Ty) {
-    if let Some(ap) = s.additional() {
-        let embedded = ap.embedded();
-        let mut out = HashMap::with_capacity(m.len());
-        let mut key = Ty::Never;
-        let mut val = Ty::Never;
-        for (k, v) in m {
-            let (cv, t) = convert(v, ap, embedded);
-            key = key.union(&str_ty(k));
-            val = val.union(&t);
-            out.insert(Key::String(Arc::new(k.clone())), cv);
-        }
-        let n = Range::exact(out.len() as u64);
-        return (map_value(out), Ty::Map(Box::new(key), Box::new(val), n));
-    }
-    let props = s.properties();
-    if props.is_none_or(|p| p.is_empty()) && !resource_root {
-        if s.preserve_unknown() {
-            return schemaless(&J::Object(m.clone()));
-        }
-        return (map_value(HashMap::new()), Ty::Object(Arc::default()));
-    }
-    let mut out = HashMap::new();
-    let mut fields = BTreeMap::new();
-    for (name, v) in m {
-        let declared = props.and_then(|p| p.get(name)).map(Schema);
-        let (cv, t) = match declared {
-            Some(ps) if resource_root && name == "metadata" => convert_metadata(v, ps),
-            Some(ps) => {
-                if decl_ty(ps, ps.embedded()).is_none() {
-                    continue;
-                }
-                convert(v, ps, ps.embedded())
-            }
-            None if resource_root && name == "metadata" => convert_metadata(v, Schema(&J::Null)),
-            None if resource_root && (name == "apiVersion" || name == "kind") => schemaless(v),
-            None => continue,
-        };
-        let Some(escaped) = escape(name) else {
-            continue;
-        };
-        if cv == Value::Null {
-            // A null optional field is as good as absent.
-            continue;
-        }
-        fields.insert(escaped.clone(), t);
-        out.insert(Key::String(Arc::new(escaped)), cv);
-    }
-    (map_value(out), Ty::Object(Arc::new(Fields { fields })))
-}
-
-/// The part of `metadata` rules at a resource root may see: `name` and `generateName`.
-fn convert_metadata(v: &J, _schema: Schema) -> (Value, Ty) {
-    let mut out = HashMap::new();
-    let mut fields = BTreeMap::new();
-    if let Some(m) = v.as_object() {
-        for key in ["name", "generateName"] {
-            if let Some(J::String(s)) = m.get(key) {
-                out.insert(Key::String(Arc::new(key.to_string())), str_value(s));
-                fields.insert(key.to_string(), str_ty(s));
-            }
-        }
-    }
-    (map_value(out), Ty::Object(Arc::new(Fields { fields })))
 }
 
 /// Standard base64 (with or without padding), as Go's `[]byte` JSON form.
@@ -678,20 +822,36 @@ mod tests {
         }});
         let v = json!({"n": 1, "i": 2, "d": "1h30m", "t": "2024-01-02T03:04:05Z",
             "b": "aGk=", "x-y": "z", "m": {"a-b": "c"}, "undeclared": 1});
-        let (cv, _) = convert(&v, Schema(&s), false);
-        let Value::Map(m) = cv else { panic!() };
-        let get = |k: &str| m.map.get(&Key::String(Arc::new(k.into()))).cloned();
-        assert_eq!(get("n"), Some(Value::Float(1.0)));
-        assert_eq!(get("i"), Some(Value::Int(2)));
-        assert!(matches!(get("d"), Some(Value::Duration(d)) if d.num_minutes() == 90));
-        assert!(matches!(get("t"), Some(Value::Timestamp(_))));
-        assert_eq!(get("b"), Some(Value::Bytes(Arc::new(b"hi".to_vec()))));
-        assert_eq!(get("x__dash__y"), Some(str_value("z")));
-        assert!(get("undeclared").is_none());
-        let Some(Value::Map(inner)) = get("m") else {
+        let shape = Shape::of(Schema(&s), false);
+        let converted = cel::Value::try_from(to_val(&v, &shape).as_ref()).unwrap();
+        let cel::Value::Map(m) = converted else {
             panic!()
         };
-        assert!(inner.map.contains_key(&Key::String(Arc::new("a-b".into()))));
+        let get = |k: &str| {
+            m.map
+                .get(&cel::objects::Key::String(Arc::new(k.into())))
+                .cloned()
+        };
+        assert_eq!(get("n"), Some(cel::Value::Float(1.0)));
+        assert_eq!(get("i"), Some(cel::Value::Int(2)));
+        assert!(matches!(get("d"), Some(cel::Value::Duration(d)) if d.num_minutes() == 90));
+        assert!(matches!(get("t"), Some(cel::Value::Timestamp(_))));
+        assert_eq!(get("b"), Some(cel::Value::Bytes(Arc::new(b"hi".to_vec()))));
+        assert_eq!(
+            get("x__dash__y"),
+            Some(cel::Value::String(Arc::new("z".into())))
+        );
+        assert!(get("undeclared").is_none());
+        let Some(cel::Value::Map(inner)) = get("m") else {
+            panic!()
+        };
+        assert!(inner
+            .map
+            .contains_key(&cel::objects::Key::String(Arc::new("a-b".into()))));
+        let Ty::Object(fields) = to_ty(&v, &shape) else {
+            panic!()
+        };
+        assert!(matches!(fields.fields["x__dash__y"], Ty::String(r) if r.max == 1));
     }
 
     #[test]
