@@ -23,17 +23,21 @@ use serde_json::{json, Value};
 use strata_apiext::crd::{served_versions, storage_version, ServedVersion, CLEANUP_FINALIZER};
 use strata_object::{now_rfc3339, Object, Status};
 use strata_registry::custom::CustomResourceStrategy;
+
+use crate::queue::Queue;
 use strata_registry::{
     cache, list_objects, DeleteOptions, ListOptions, RegisteredType, Registry, StreamItem,
     WatchOptions, WriteOptions,
 };
-use tokio::time::Instant;
 
 /// The field manager of the controller's status writes.
 const MANAGER: &str = "apiextensions-controller";
 
-/// How soon a CRD whose step failed or whose objects remain is looked at again.
+/// How soon a CRD whose objects remain is looked at again (and the first backoff after a
+/// failed step).
 const RETRY: Duration = Duration::from_millis(300);
+/// The longest wait after failed steps in a row.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// A type this replica serves for a CRD.
 struct ServedType {
@@ -86,7 +90,7 @@ impl CrdController {
 
     /// Runs until the task is dropped or aborted.
     pub async fn run(self) {
-        let mut pending: HashMap<String, Instant> = HashMap::new();
+        let mut queue = Queue::new(RETRY, MAX_BACKOFF);
         loop {
             let mut stream = match self
                 .registry
@@ -101,45 +105,24 @@ impl CrdController {
                 }
             };
             loop {
-                let next_due = pending.values().min().copied();
-                let item = match next_due {
-                    Some(due) => tokio::select! {
-                        item = stream.next() => Some(item),
-                        _ = tokio::time::sleep_until(due) => None,
-                    },
-                    None => Some(stream.next().await),
-                };
-                match item {
+                match queue.next(&mut stream).await {
                     Some(Some(StreamItem::Event(strata_registry::EventType::Deleted, obj))) => {
                         let (_, name) = cache::name_of(&obj);
-                        pending.remove(name);
+                        queue.done(name);
                         self.unserve(name).await;
                     }
-                    Some(Some(StreamItem::Event(_, obj))) => {
-                        let (_, name) = cache::name_of(&obj);
-                        pending.insert(name.to_string(), Instant::now());
-                    }
+                    Some(Some(StreamItem::Event(_, obj))) => queue.add(cache::name_of(&obj).1),
                     Some(Some(StreamItem::Bookmark(_))) | None => {}
                     // The watch ended (or fell behind): start a new one, which lists again.
                     Some(Some(StreamItem::Error(_))) | Some(None) => break,
                 }
-                let now = Instant::now();
-                let due: Vec<String> = pending
-                    .iter()
-                    .filter(|(_, at)| **at <= now)
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                for name in due {
+                for name in queue.due() {
                     match self.sync(&name).await {
-                        Ok(true) => {
-                            pending.remove(&name);
-                        }
-                        Ok(false) => {
-                            pending.insert(name, Instant::now() + RETRY);
-                        }
+                        Ok(true) => queue.done(&name),
+                        Ok(false) => queue.again(&name),
                         Err(e) => {
-                            tracing::warn!(crd = name, error = %e.message, "crd controller: step failed");
-                            pending.insert(name, Instant::now() + RETRY);
+                            let backoff = queue.failed(&name);
+                            tracing::warn!(crd = name, error = %e.message, ?backoff, "crd controller: step failed");
                         }
                     }
                 }
@@ -566,7 +549,10 @@ mod tests {
             std::slice::from_ref(&other),
         );
         assert_eq!(s["conditions"][0]["reason"], "ShortNamesConflict");
-        let s = desired_status(&crd("gadgets", "Widget", &[]), &[other]);
+        // A kind in use (its default singular, `widget`, would be taken first).
+        let mut same_kind = crd("gadgets", "Widget", &[]);
+        same_kind["spec"]["names"]["singular"] = json!("gadget");
+        let s = desired_status(&same_kind, &[other]);
         assert_eq!(s["conditions"][0]["reason"], "KindConflict");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod crd;
 pub mod namespace;
+mod queue;
 
 pub use crd::CrdController;
 pub use namespace::NamespaceController;

@@ -7,10 +7,11 @@
 //! Work comes from a watch of namespaces (whose first events are every existing namespace, so
 //! a restart resumes terminations in progress) and from retries while content remains.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::queue::Queue;
 use serde_json::{json, Value};
 use strata_object::resource::Scope;
 use strata_object::{now_rfc3339, Object, Status};
@@ -19,7 +20,6 @@ use strata_registry::{
     cache, list_objects, Body, DeleteOptions, ListOptions, PatchKind, RegisteredType, Registry,
     StreamItem, WatchOptions, WriteOptions,
 };
-use tokio::time::Instant;
 
 /// The field manager of the controller's writes.
 const MANAGER: &str = "namespace-controller";
@@ -66,12 +66,6 @@ impl std::fmt::Debug for NamespaceController {
     }
 }
 
-/// A namespace waiting for its next pass.
-struct Pending {
-    due: Instant,
-    failures: u32,
-}
-
 impl NamespaceController {
     /// `None` when the registry serves no namespaces.
     pub fn new(registry: Arc<Registry>, config: NamespaceControllerConfig) -> Option<Self> {
@@ -85,7 +79,7 @@ impl NamespaceController {
 
     /// Runs until the task is dropped or aborted.
     pub async fn run(self) {
-        let mut pending: HashMap<String, Pending> = HashMap::new();
+        let mut queue = Queue::new(self.config.retry, self.config.max_backoff);
         loop {
             let opts = WatchOptions::default();
             let mut stream = match self
@@ -101,23 +95,11 @@ impl NamespaceController {
                 }
             };
             loop {
-                let next_due = pending.values().map(|p| p.due).min();
-                let item = match next_due {
-                    Some(due) => tokio::select! {
-                        item = stream.next() => Some(item),
-                        _ = tokio::time::sleep_until(due) => None,
-                    },
-                    None => Some(stream.next().await),
-                };
-                match item {
+                match queue.next(&mut stream).await {
                     Some(Some(StreamItem::Event(_, obj)))
                         if obj.field("status.phase") == Some("Terminating") =>
                     {
-                        let (_, name) = cache::name_of(&obj);
-                        pending.entry(name.to_string()).or_insert(Pending {
-                            due: Instant::now(),
-                            failures: 0,
-                        });
+                        queue.add(cache::name_of(&obj).1);
                     }
                     Some(Some(StreamItem::Event(..))) => {}
                     Some(Some(StreamItem::Bookmark(_))) => {}
@@ -125,41 +107,20 @@ impl NamespaceController {
                     Some(Some(StreamItem::Error(_))) | Some(None) => break,
                     None => {}
                 }
-                self.work(&mut pending).await;
+                self.work(&mut queue).await;
             }
         }
     }
 
     /// Passes over every namespace that is due.
-    async fn work(&self, pending: &mut HashMap<String, Pending>) {
-        let now = Instant::now();
-        let due: Vec<String> = pending
-            .iter()
-            .filter(|(_, p)| p.due <= now)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in due {
+    async fn work(&self, queue: &mut Queue) {
+        for name in queue.due() {
             match self.sync(&name).await {
-                Ok(Outcome::Done) => {
-                    pending.remove(&name);
-                }
-                Ok(Outcome::Remaining) => {
-                    if let Some(p) = pending.get_mut(&name) {
-                        p.failures = 0;
-                        p.due = Instant::now() + self.config.retry;
-                    }
-                }
+                Ok(Outcome::Done) => queue.done(&name),
+                Ok(Outcome::Remaining) => queue.again(&name),
                 Err(e) => {
-                    if let Some(p) = pending.get_mut(&name) {
-                        p.failures += 1;
-                        let backoff = self
-                            .config
-                            .retry
-                            .saturating_mul(1 << p.failures.min(6))
-                            .min(self.config.max_backoff);
-                        tracing::warn!(namespace = name, error = %e.message, ?backoff, "namespace controller: termination step failed");
-                        p.due = Instant::now() + backoff;
-                    }
+                    let backoff = queue.failed(&name);
+                    tracing::warn!(namespace = name, error = %e.message, ?backoff, "namespace controller: termination step failed");
                 }
             }
         }
