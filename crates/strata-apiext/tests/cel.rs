@@ -956,3 +956,41 @@ fn failures_on_values_an_update_leaves_alone_are_ratcheted_to_warnings() {
     );
     assert_eq!(errors(&rules, new, None).len(), 2);
 }
+
+#[test]
+fn the_ip_and_cidr_libraries() {
+    for rule in [
+        "isIP('10.0.0.1') && isIP('2001:db8::1') && !isIP('10.0.0.256') && !isIP('::ffff:1.2.3.4')",
+        "ip('10.0.0.1').family() == 4 && ip('::1').family() == 6",
+        "ip('127.0.0.1').isLoopback() && ip('0.0.0.0').isUnspecified()",
+        "ip('169.254.169.254').isLinkLocalUnicast() && ip('ff02::1').isLinkLocalMulticast()",
+        "ip('192.168.0.1').isGlobalUnicast() && !ip('255.255.255.255').isGlobalUnicast()",
+        "ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:DB8::1')",
+        "string(ip('2001:DB8:0::1')) == '2001:db8::1'",
+        "isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0/33') && !isCIDR('10.0.0.0')",
+        "cidr('10.0.0.0/8').containsIP('10.1.2.3') && cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))",
+        "!cidr('10.0.0.0/8').containsIP('11.0.0.1')",
+        "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')",
+        "string(cidr('10.1.2.3/8').ip()) == '10.1.2.3' && string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8'",
+        "cidr('2001:db8::/32').prefixLength() == 32",
+    ] {
+        assert!(expr(rule), "{rule}");
+    }
+    // Opaque values have no size for the estimator: comparing them is priced as unbounded,
+    // as on a real apiserver.
+    let errs = compile_errors(&spec_schema(
+        json!({}),
+        json!([{"rule": "ip('10.0.0.1') == ip('10.0.0.1')"}]),
+    ));
+    assert!(
+        errs[0].contains("estimated rule cost exceeds budget"),
+        "{errs:?}"
+    );
+    let props = json!({"addr": {"type": "string", "maxLength": 45}});
+    assert!(holds(
+        props.clone(),
+        "isIP(self.addr) && ip(self.addr).family() == 4",
+        json!({"addr": "192.168.1.1"})
+    ));
+    assert!(!holds(props, "isIP(self.addr)", json!({"addr": "nope"})));
+}

@@ -98,6 +98,11 @@ const GLOBAL_FUNCTIONS: &[&str] = &[
     "sets.equivalent",
     "sets.intersects",
     "strings.quote",
+    "ip",
+    "isIP",
+    "ip.isCanonical",
+    "cidr",
+    "isCIDR",
 ];
 
 const MEMBER_FUNCTIONS: &[&str] = &[
@@ -152,6 +157,17 @@ const MEMBER_FUNCTIONS: &[&str] = &[
     "getMinutes",
     "getSeconds",
     "getMilliseconds",
+    "family",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "containsIP",
+    "containsCIDR",
+    "ip",
+    "masked",
+    "prefixLength",
 ];
 
 fn one() -> Range {
@@ -644,6 +660,20 @@ impl Checker<'_> {
             }
             ("type", [_]) => (Ty::Type, one()),
             ("dyn", [t]) => (dyn_of(t), one()),
+            ("string", [Ty::Opaque("net.IP" | "net.CIDR")]) => (Ty::String(Range::upto(43)), one()),
+            ("ip" | "cidr", [s]) => {
+                self.check_string_arg(id, name, &refs, s);
+                let ty = if name == "ip" { "net.IP" } else { "net.CIDR" };
+                (Ty::Opaque(ty), s.size_or_unknown().factor(STRING_TRAVERSAL))
+            }
+            ("isIP" | "isCIDR", [s]) => {
+                self.check_string_arg(id, name, &refs, s);
+                (Ty::Bool, s.size_or_unknown().factor(STRING_TRAVERSAL))
+            }
+            ("ip.isCanonical", [s]) => {
+                self.check_string_arg(id, name, &refs, s);
+                (Ty::Bool, s.size_or_unknown().factor(2.0 * STRING_TRAVERSAL))
+            }
             ("string", [t]) => match t {
                 Ty::Bytes(r) => (
                     Ty::String(Range {
@@ -984,6 +1014,30 @@ impl Checker<'_> {
                     ),
                     one(),
                 )
+            }
+            ("family" | "prefixLength", []) => (Ty::Int, one()),
+            (
+                "isUnspecified"
+                | "isLoopback"
+                | "isLinkLocalMulticast"
+                | "isLinkLocalUnicast"
+                | "isGlobalUnicast",
+                [],
+            ) => (Ty::Bool, one()),
+            ("ip", []) => (Ty::Opaque("net.IP"), one()),
+            ("masked", []) => (Ty::Opaque("net.CIDR"), one()),
+            ("containsIP" | "containsCIDR", [arg]) => {
+                // Comparing two 4- or 16-byte addresses, plus parsing a string argument.
+                let mut cost = Range { min: 8, max: 32 }.factor(STRING_TRAVERSAL);
+                if name == "containsCIDR" {
+                    cost = cost
+                        .add(Range { min: 4, max: 16 }.factor(STRING_TRAVERSAL))
+                        .add(one());
+                }
+                if let Ty::String(r) = arg {
+                    cost = cost.add(r.factor(STRING_TRAVERSAL));
+                }
+                (Ty::Bool, cost)
             }
             ("sign" | "asInteger" | "compareTo", [..]) => (Ty::Int, one()),
             ("isInteger" | "isGreaterThan" | "isLessThan", [..]) => (Ty::Bool, one()),

@@ -14,6 +14,7 @@ use cel::common::value::{CowVal, Val};
 use cel::objects::{Key, Map, Opaque};
 use cel::{Env, ExecutionError, Value};
 
+use super::net::{Cidr, Ip};
 use super::quantity::Quantity;
 use super::url::Url;
 
@@ -23,6 +24,8 @@ pub(crate) const CACHED_MATCHES: &str = "@matches";
 
 const URL_TYPE: &str = "kubernetes.URL";
 const QUANTITY_TYPE: &str = "kubernetes.Quantity";
+const IP_TYPE: &str = "net.IP";
+const CIDR_TYPE: &str = "net.CIDR";
 
 /// The shared environment (built once).
 pub(crate) fn env() -> Arc<Env> {
@@ -40,6 +43,18 @@ impl Opaque for Url {
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
         QUANTITY_TYPE
+    }
+}
+
+impl Opaque for Ip {
+    fn runtime_type_name(&self) -> &str {
+        IP_TYPE
+    }
+}
+
+impl Opaque for Cidr {
+    fn runtime_type_name(&self) -> &str {
+        CIDR_TYPE
     }
 }
 
@@ -201,6 +216,77 @@ fn build() -> Result<Env, cel::DeclarationError> {
             quantity.to_owned(),
             vec![INT_TYPE],
             imp,
+        )?;
+    }
+
+    // IP addresses and CIDRs.
+    let ip = Type::new_opaque_type(IP_TYPE);
+    let cidr = Type::new_opaque_type(CIDR_TYPE);
+    env.add_type(ip.to_owned())?;
+    env.add_type(cidr.to_owned())?;
+    env.add_overload("ip", "string_to_ip", vec![STRING_TYPE], overload!(to_ip))?;
+    env.add_overload("isIP", "is_ip", vec![STRING_TYPE], overload!(is_ip))?;
+    env.add_overload(
+        "ip.isCanonical",
+        "ip_is_canonical",
+        vec![STRING_TYPE],
+        overload!(ip_is_canonical),
+    )?;
+    env.add_overload(
+        "string",
+        "ip_to_string",
+        vec![ip.to_owned()],
+        overload!(net_to_string),
+    )?;
+    for (name, imp) in [
+        ("family", overload!(ip_family)),
+        ("isUnspecified", overload!(ip_is_unspecified)),
+        ("isLoopback", overload!(ip_is_loopback)),
+        (
+            "isLinkLocalMulticast",
+            overload!(ip_is_link_local_multicast),
+        ),
+        ("isLinkLocalUnicast", overload!(ip_is_link_local_unicast)),
+        ("isGlobalUnicast", overload!(ip_is_global_unicast)),
+    ] {
+        env.add_member_overload(name, &format!("ip_{name}"), ip.to_owned(), vec![], imp)?;
+    }
+    env.add_overload(
+        "cidr",
+        "string_to_cidr",
+        vec![STRING_TYPE],
+        overload!(to_cidr),
+    )?;
+    env.add_overload("isCIDR", "is_cidr", vec![STRING_TYPE], overload!(is_cidr))?;
+    env.add_overload(
+        "string",
+        "cidr_to_string",
+        vec![cidr.to_owned()],
+        overload!(net_to_string),
+    )?;
+    for (name, imp) in [
+        ("ip", overload!(cidr_ip)),
+        ("masked", overload!(cidr_masked)),
+        ("prefixLength", overload!(cidr_prefix_length)),
+    ] {
+        env.add_member_overload(name, &format!("cidr_{name}"), cidr.to_owned(), vec![], imp)?;
+    }
+    for (arg, suffix) in [(STRING_TYPE, "string"), (ip.to_owned(), "ip")] {
+        env.add_member_overload(
+            "containsIP",
+            &format!("cidr_contains_ip_{suffix}"),
+            cidr.to_owned(),
+            vec![arg],
+            overload!(cidr_contains_ip),
+        )?;
+    }
+    for (arg, suffix) in [(STRING_TYPE, "string"), (cidr.to_owned(), "cidr")] {
+        env.add_member_overload(
+            "containsCIDR",
+            &format!("cidr_contains_cidr_{suffix}"),
+            cidr.to_owned(),
+            vec![arg],
+            overload!(cidr_contains_cidr),
         )?;
     }
 
@@ -596,4 +682,125 @@ fn sets_equivalent(args: &[Value]) -> Result<Value, ExecutionError> {
 fn sets_intersects(args: &[Value]) -> Result<Value, ExecutionError> {
     let (a, b) = two_lists(args, "sets.intersects")?;
     Ok(Value::Bool(a.iter().any(|x| b.iter().any(|y| equal(x, y)))))
+}
+
+fn ip_arg(v: &Value, function: &str) -> Result<Ip, ExecutionError> {
+    match v {
+        Value::Opaque(o) => o.downcast_ref::<Ip>().copied(),
+        Value::String(s) => Some(Ip::parse(s).map_err(|e| err(function, e))?),
+        _ => None,
+    }
+    .ok_or_else(|| ExecutionError::no_such_member_overload(function, vec![v.type_of().to_string()]))
+}
+
+fn cidr_arg(v: &Value, function: &str) -> Result<Cidr, ExecutionError> {
+    match v {
+        Value::Opaque(o) => o.downcast_ref::<Cidr>().copied(),
+        Value::String(s) => Some(Cidr::parse(s).map_err(|e| err(function, e))?),
+        _ => None,
+    }
+    .ok_or_else(|| ExecutionError::no_such_member_overload(function, vec![v.type_of().to_string()]))
+}
+
+fn to_ip(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Opaque(Arc::new(ip_arg(&args[0], "ip")?)))
+}
+
+fn is_ip(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(Ip::parse(string(&args[0], "isIP")?).is_ok()))
+}
+
+fn ip_is_canonical(args: &[Value]) -> Result<Value, ExecutionError> {
+    let s = string(&args[0], "ip.isCanonical")?;
+    let ip = Ip::parse(s).map_err(|e| err("ip.isCanonical", e))?;
+    Ok(Value::Bool(ip.to_string() == s))
+}
+
+fn net_to_string(args: &[Value]) -> Result<Value, ExecutionError> {
+    match &args[0] {
+        Value::Opaque(o) => {
+            if let Some(ip) = o.downcast_ref::<Ip>() {
+                return Ok(str_value(ip.to_string()));
+            }
+            if let Some(cidr) = o.downcast_ref::<Cidr>() {
+                return Ok(str_value(cidr.to_string()));
+            }
+            Err(ExecutionError::no_such_overload(
+                "string",
+                vec![args[0].type_of().to_string()],
+            ))
+        }
+        other => Err(ExecutionError::no_such_overload(
+            "string",
+            vec![other.type_of().to_string()],
+        )),
+    }
+}
+
+fn ip_family(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Int(ip_arg(&args[0], "family")?.family()))
+}
+
+fn ip_is_unspecified(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(
+        ip_arg(&args[0], "isUnspecified")?.is_unspecified(),
+    ))
+}
+
+fn ip_is_loopback(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(ip_arg(&args[0], "isLoopback")?.is_loopback()))
+}
+
+fn ip_is_link_local_multicast(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(
+        ip_arg(&args[0], "isLinkLocalMulticast")?.is_link_local_multicast(),
+    ))
+}
+
+fn ip_is_link_local_unicast(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(
+        ip_arg(&args[0], "isLinkLocalUnicast")?.is_link_local_unicast(),
+    ))
+}
+
+fn ip_is_global_unicast(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(
+        ip_arg(&args[0], "isGlobalUnicast")?.is_global_unicast(),
+    ))
+}
+
+fn to_cidr(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Opaque(Arc::new(cidr_arg(&args[0], "cidr")?)))
+}
+
+fn is_cidr(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Bool(
+        Cidr::parse(string(&args[0], "isCIDR")?).is_ok(),
+    ))
+}
+
+fn cidr_ip(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Opaque(Arc::new(cidr_arg(&args[0], "ip")?.ip())))
+}
+
+fn cidr_masked(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Opaque(Arc::new(
+        cidr_arg(&args[0], "masked")?.masked(),
+    )))
+}
+
+fn cidr_prefix_length(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(Value::Int(cidr_arg(&args[0], "prefixLength")?.bits as i64))
+}
+
+fn cidr_contains_ip(args: &[Value]) -> Result<Value, ExecutionError> {
+    let net = cidr_arg(&args[0], "containsIP")?;
+    let ip = ip_arg(&args[1], "containsIP")?;
+    Ok(Value::Bool(net.contains_ip(&ip)))
+}
+
+fn cidr_contains_cidr(args: &[Value]) -> Result<Value, ExecutionError> {
+    let net = cidr_arg(&args[0], "containsCIDR")?;
+    let other = cidr_arg(&args[1], "containsCIDR")?;
+    Ok(Value::Bool(net.contains_cidr(&other)))
 }

@@ -17,10 +17,11 @@
 //!
 //! The pieces: [`library`] (the environment and Kubernetes' CEL libraries), [`schema`] (the
 //! schema as CEL sees it, value conversion), [`check`] (types and costs), [`ty`], [`quantity`],
-//! [`url`].
+//! [`url`], [`net`].
 
 mod check;
 mod library;
+mod net;
 mod quantity;
 mod schema;
 mod ty;
