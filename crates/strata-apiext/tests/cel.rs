@@ -994,3 +994,54 @@ fn the_ip_and_cidr_libraries() {
     ));
     assert!(!holds(props, "isIP(self.addr)", json!({"addr": "nope"})));
 }
+
+#[test]
+fn set_and_map_lists_compare_as_kubernetes_compares_them() {
+    let schema = spec_schema(
+        json!({
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "ports": {
+                "type": "array",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"},
+                    "port": {"type": "integer"},
+                    "hosts": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                }},
+            },
+            "order": {"type": "array", "items": {"type": "string"}},
+        }),
+        json!([
+            {"rule": "self == oldSelf", "message": "spec is immutable"},
+            {"rule": "!(self.tags != oldSelf.tags)", "message": "tags are immutable"},
+        ]),
+    );
+    let rules = compile(&schema);
+    let old = json!({"spec": {
+        "tags": ["a", "b"],
+        "ports": [{"name": "x", "port": 1, "hosts": ["h1", "h2"]}, {"name": "y", "port": 2}],
+        "order": ["1", "2"],
+    }});
+    // Reordered sets and map lists (nested ones too) are the same value.
+    let reordered = json!({"spec": {
+        "tags": ["b", "a"],
+        "ports": [{"name": "y", "port": 2}, {"name": "x", "port": 1, "hosts": ["h2", "h1"]}],
+        "order": ["1", "2"],
+    }});
+    assert!(errors(&rules, reordered, Some(old.clone())).is_empty());
+    // An atomic list keeps its order; a changed item is a change.
+    let atomic = json!({"spec": {"tags": ["a", "b"], "ports": old["spec"]["ports"].clone(), "order": ["2", "1"]}});
+    assert_eq!(
+        errors(&rules, atomic, Some(old.clone())),
+        ["spec: Invalid value: \"object\": spec is immutable"]
+    );
+    let changed = json!({"spec": {"tags": ["a", "c"], "ports": [{"name": "x", "port": 9, "hosts": ["h1", "h2"]}, {"name": "y", "port": 2}], "order": ["1", "2"]}});
+    assert_eq!(
+        errors(&rules, changed, Some(old)),
+        [
+            "spec: Invalid value: \"object\": spec is immutable",
+            "spec: Invalid value: \"object\": tags are immutable",
+        ]
+    );
+}

@@ -14,7 +14,7 @@
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 
-use super::ty::{Range, Ty};
+use super::ty::{EqShape, Range, Ty};
 
 /// CEL's cost per character traversed.
 const STRING_TRAVERSAL: f64 = 0.1;
@@ -28,6 +28,9 @@ const STRUCT_CREATE: u64 = 40;
 pub(crate) struct Checked {
     pub ty: Ty,
     pub cost: Range,
+    /// The `==` and `!=` calls whose operands hold set or map lists, with how to compare
+    /// them (cel-rust's equality is positional).
+    pub shaped_equalities: Vec<(u64, EqShape)>,
     /// `(expression id, message)` of each problem, strict mode only.
     pub errors: Vec<(u64, String)>,
 }
@@ -41,12 +44,14 @@ pub(crate) fn check(e: &IdedExpr, self_ty: &Ty, old_ty: Option<&Ty>, strict: boo
         old_ty,
         strict,
         errors: Vec::new(),
+        shaped_equalities: Vec::new(),
     };
     let (ty, cost) = c.expr(e);
     Checked {
         ty,
         cost,
         errors: c.errors,
+        shaped_equalities: c.shaped_equalities,
     }
 }
 
@@ -58,6 +63,7 @@ struct Checker<'a> {
     old_ty: Option<&'a Ty>,
     strict: bool,
     errors: Vec<(u64, String)>,
+    shaped_equalities: Vec<(u64, EqShape)>,
 }
 
 const TYPE_NAMES: &[&str] = &[
@@ -178,7 +184,7 @@ fn one() -> Range {
 /// strings, bytes, lists and maps, nothing for scalars and objects, unknown otherwise.
 fn cmp_size(t: &Ty) -> Range {
     match t {
-        Ty::String(r) | Ty::Bytes(r) | Ty::List(_, r) | Ty::Map(_, _, r) => *r,
+        Ty::String(r) | Ty::Bytes(r) | Ty::List(_, r, _) | Ty::Map(_, _, r) => *r,
         Ty::Dyn(Some(r)) => *r,
         Ty::Dyn(None) | Ty::Opaque(_) | Ty::Optional(_) => Range::UNKNOWN,
         _ => Range::ZERO,
@@ -299,7 +305,7 @@ impl Checker<'_> {
                     elem = elem.union(&t);
                 }
                 let n = Range::exact(list.elements.len() as u64);
-                (Ty::List(Box::new(elem), n), cost)
+                (Ty::list(elem, n), cost)
             }
             Expr::Map(map) => {
                 let mut cost = Range::exact(MAP_CREATE);
@@ -423,7 +429,7 @@ impl Checker<'_> {
         self.scopes.push((comp.accu_var.clone(), init_ty));
         let (first, second) = match &comp.iter_var2 {
             Some(_) => match &range_ty {
-                Ty::List(e, _) => (Ty::Int, (**e).clone()),
+                Ty::List(e, _, _) => (Ty::Int, (**e).clone()),
                 Ty::Map(k, v, _) => ((**k).clone(), (**v).clone()),
                 other => (other.iter_elem(), Ty::dyn_unknown()),
             },
@@ -443,11 +449,11 @@ impl Checker<'_> {
         if accu_is_list {
             // map() and filter(): a list of at most as many elements as the range.
             let elem = match &step_ty {
-                Ty::List(e, _) => (**e).clone(),
+                Ty::List(e, _, _) => (**e).clone(),
                 _ => Ty::dyn_unknown(),
             };
             if let Some(slot) = self.scopes.last_mut() {
-                slot.1 = Ty::List(Box::new(elem), Range::upto(count.max));
+                slot.1 = Ty::list(elem, Range::upto(count.max));
             }
         }
         let (result_ty, result_cost) = self.expr(&comp.result);
@@ -534,8 +540,12 @@ impl Checker<'_> {
                 if incomparable(a, b) {
                     self.no_overload(id, name, None, &refs);
                 }
+                if let Some(shape) = a.eq_shape().or_else(|| b.eq_shape()) {
+                    self.shaped_equalities.push((id, shape));
+                }
                 (Ty::Bool, eq_cost(a, b))
             }
+            (super::library::SHAPED_EQUALS, [a, b, _]) => (Ty::Bool, eq_cost(a, b)),
             (op::LESS | op::LESS_EQUALS | op::GREATER | op::GREATER_EQUALS, [a, b]) => {
                 let ordered = |t: &Ty| {
                     matches!(
@@ -599,7 +609,7 @@ impl Checker<'_> {
             }
             (op::INDEX, [container, _]) => {
                 let ty = match container {
-                    Ty::List(e, _) => (**e).clone(),
+                    Ty::List(e, _, _) => (**e).clone(),
                     Ty::Map(_, v, _) => (**v).clone(),
                     Ty::Dyn(size) => Ty::Dyn(*size),
                     Ty::Object(_) | Ty::Never => Ty::dyn_unknown(),
@@ -612,7 +622,7 @@ impl Checker<'_> {
             }
             (op::OPT_INDEX, [container, _]) => {
                 let inner = match container {
-                    Ty::List(e, _) => (**e).clone(),
+                    Ty::List(e, _, _) => (**e).clone(),
                     Ty::Map(_, v, _) => (**v).clone(),
                     Ty::Optional(inner) => inner.iter_elem(),
                     _ => Ty::dyn_unknown(),
@@ -633,7 +643,7 @@ impl Checker<'_> {
             (op::IN, [_, container]) => {
                 let cost = match container {
                     Ty::Map(..) | Ty::Object(_) => one(),
-                    Ty::List(_, n) => *n,
+                    Ty::List(_, n, _) => *n,
                     other => other.size_or_unknown(),
                 };
                 if !container.is_dyn() && !matches!(container, Ty::List(..) | Ty::Map(..)) {
@@ -773,9 +783,7 @@ impl Checker<'_> {
                 let size = x.add(*y);
                 (Ty::Bytes(size), size.factor(STRING_TRAVERSAL))
             }
-            (Ty::List(ea, x), Ty::List(eb, y)) => {
-                (Ty::List(Box::new(ea.union(eb)), x.add(*y)), one())
-            }
+            (Ty::List(ea, x, _), Ty::List(eb, y, _)) => (Ty::list(ea.union(eb), x.add(*y)), one()),
             (Ty::Timestamp, Ty::Duration) | (Ty::Duration, Ty::Timestamp) => (Ty::Timestamp, one()),
             (Ty::Duration, Ty::Duration) => (Ty::Duration, one()),
             (a, b) if is_numeric(a) && a.name() == b.name() => (a.clone(), one()),
@@ -783,9 +791,7 @@ impl Checker<'_> {
                 // Could be any overload: the worst of them, a concatenation.
                 let size = cmp_size(a).add(cmp_size(b));
                 let ty = match (a, b) {
-                    (Ty::List(..), _) | (_, Ty::List(..)) => {
-                        Ty::List(Box::new(Ty::dyn_unknown()), size)
-                    }
+                    (Ty::List(..), _) | (_, Ty::List(..)) => Ty::list(Ty::dyn_unknown(), size),
                     (Ty::String(_), _) | (_, Ty::String(_)) => Ty::String(size),
                     _ => Ty::Dyn(Some(size)),
                 };
@@ -918,7 +924,7 @@ impl Checker<'_> {
                 string_target(self);
                 let elem = Ty::String(Range::upto(target_size.max));
                 (
-                    Ty::List(Box::new(elem), Range::upto(target_size.max)),
+                    Ty::list(elem, Range::upto(target_size.max)),
                     regex_cost(&tt, re),
                 )
             }
@@ -949,7 +955,7 @@ impl Checker<'_> {
                     max = (*n.inner()).max(0) as u64;
                 }
                 (
-                    Ty::List(Box::new(Ty::String(target_size)), Range::upto(max)),
+                    Ty::list(Ty::String(target_size), Range::upto(max)),
                     target_size.factor(2.0 * STRING_TRAVERSAL),
                 )
             }
@@ -975,7 +981,7 @@ impl Checker<'_> {
             }
             ("indexOf" | "lastIndexOf", [_] | [_, _]) => {
                 let cost = match &tt {
-                    Ty::List(e, n) => n.mul(list_elem_cost(e)),
+                    Ty::List(e, n, _) => n.mul(list_elem_cost(e)),
                     Ty::String(r) => r.factor(STRING_TRAVERSAL),
                     other => other.size_or_unknown().factor(STRING_TRAVERSAL),
                 };
@@ -986,7 +992,7 @@ impl Checker<'_> {
             }
             ("isSorted" | "sum" | "min" | "max", []) => {
                 let (elem, cost) = match &tt {
-                    Ty::List(e, n) => ((**e).clone(), n.mul(list_elem_cost(e))),
+                    Ty::List(e, n, _) => ((**e).clone(), n.mul(list_elem_cost(e))),
                     other => {
                         if !other.is_dyn() {
                             self.no_overload(id, name, Some(&tt), &refs);
@@ -1002,10 +1008,7 @@ impl Checker<'_> {
             }
             ("getQuery", []) => {
                 let s = Ty::String(Range::upto(super::ty::MAX_REQUEST_SIZE));
-                let list = Ty::List(
-                    Box::new(s.clone()),
-                    Range::upto(super::ty::MAX_REQUEST_SIZE),
-                );
+                let list = Ty::list(s.clone(), Range::upto(super::ty::MAX_REQUEST_SIZE));
                 (
                     Ty::Map(
                         Box::new(s),
@@ -1092,7 +1095,7 @@ fn literal_ty(l: &LiteralValue) -> Ty {
 /// `dyn(x)`: the same value, its type forgotten but its size kept.
 fn dyn_of(t: &Ty) -> Ty {
     match t {
-        Ty::String(r) | Ty::Bytes(r) | Ty::List(_, r) | Ty::Map(_, _, r) => Ty::Dyn(Some(*r)),
+        Ty::String(r) | Ty::Bytes(r) | Ty::List(_, r, _) | Ty::Map(_, _, r) => Ty::Dyn(Some(*r)),
         Ty::Dyn(r) => Ty::Dyn(*r),
         Ty::Object(_) | Ty::Opaque(_) | Ty::Optional(_) => Ty::Dyn(None),
         _ => Ty::Dyn(Some(Range::ZERO)),

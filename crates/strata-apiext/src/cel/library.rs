@@ -16,11 +16,16 @@ use cel::{Env, ExecutionError, Value};
 
 use super::net::{Cidr, Ip};
 use super::quantity::Quantity;
+use super::ty::{Assoc, EqShape};
 use super::url::Url;
 
 /// The name `matches` calls are redirected to: the same function, with compiled patterns
 /// cached (cel-rust's own compiles the pattern on every call).
 pub(crate) const CACHED_MATCHES: &str = "@matches";
+
+/// The comparison `==`/`!=` calls on values holding set or map lists are redirected to:
+/// `@equals(a, b, shape)`, `shape` an index into the registered [`EqShape`]s.
+pub(crate) const SHAPED_EQUALS: &str = "@equals";
 
 const URL_TYPE: &str = "kubernetes.URL";
 const QUANTITY_TYPE: &str = "kubernetes.Quantity";
@@ -289,6 +294,13 @@ fn build() -> Result<Env, cel::DeclarationError> {
             overload!(cidr_contains_cidr),
         )?;
     }
+
+    env.add_overload(
+        SHAPED_EQUALS,
+        "shaped_equals",
+        vec![DYN_TYPE, DYN_TYPE, INT_TYPE],
+        overload!(shaped_equals),
+    )?;
 
     // Sets.
     for (name, imp) in [
@@ -803,4 +815,119 @@ fn cidr_contains_cidr(args: &[Value]) -> Result<Value, ExecutionError> {
     let net = cidr_arg(&args[0], "containsCIDR")?;
     let other = cidr_arg(&args[1], "containsCIDR")?;
     Ok(Value::Bool(net.contains_cidr(&other)))
+}
+
+/// The shapes equality calls compare along (few: one per distinct shape of any schema).
+fn shapes() -> &'static RwLock<Vec<Arc<EqShape>>> {
+    static SHAPES: OnceLock<RwLock<Vec<Arc<EqShape>>>> = OnceLock::new();
+    SHAPES.get_or_init(Default::default)
+}
+
+/// The index of `shape` among the registered shapes, registering it if new.
+pub(crate) fn register_shape(shape: EqShape) -> i64 {
+    let mut all = shapes().write().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = all.iter().position(|s| **s == shape) {
+        return i as i64;
+    }
+    all.push(Arc::new(shape));
+    (all.len() - 1) as i64
+}
+
+fn shaped_equals(args: &[Value]) -> Result<Value, ExecutionError> {
+    let shape = match &args[2] {
+        Value::Int(i) => shapes()
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(*i as usize)
+            .cloned(),
+        _ => None,
+    };
+    let equal = match shape {
+        Some(shape) => shaped_equal(&args[0], &args[1], &shape),
+        None => deep_equal(&args[0], &args[1]),
+    };
+    Ok(Value::Bool(equal))
+}
+
+/// CEL equality: numbers across types, lists element by element, maps key by key.
+fn deep_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::List(x), Value::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| deep_equal(p, q))
+        }
+        (Value::Map(x), Value::Map(y)) => {
+            x.map.len() == y.map.len()
+                && x.map
+                    .iter()
+                    .all(|(k, v)| y.map.get(k).is_some_and(|w| deep_equal(v, w)))
+        }
+        _ => equal(a, b),
+    }
+}
+
+/// Equality as Kubernetes compares values with set and map lists inside: sets regardless of
+/// order, map lists item by item by their keys.
+fn shaped_equal(a: &Value, b: &Value, shape: &EqShape) -> bool {
+    match (shape, a, b) {
+        (EqShape::List(assoc, elem), Value::List(x), Value::List(y)) => {
+            if x.len() != y.len() {
+                return false;
+            }
+            match assoc {
+                Assoc::None => x
+                    .iter()
+                    .zip(y.iter())
+                    .all(|(p, q)| shaped_equal(p, q, elem)),
+                Assoc::Set => {
+                    let within = |p: &[Value], q: &[Value]| {
+                        p.iter().all(|v| q.iter().any(|w| shaped_equal(v, w, elem)))
+                    };
+                    within(x, y) && within(y, x)
+                }
+                Assoc::Map(keys) => {
+                    let key_of = |v: &Value| -> String {
+                        keys.iter()
+                            .map(|k| match v {
+                                Value::Map(m) => {
+                                    format!("{:?}", m.map.get(&Key::String(Arc::new(k.clone()))))
+                                }
+                                _ => String::new(),
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\u{0}")
+                    };
+                    let by_key: HashMap<String, &Value> =
+                        y.iter().map(|v| (key_of(v), v)).collect();
+                    by_key.len() == y.len()
+                        && x.iter().all(|v| {
+                            by_key
+                                .get(&key_of(v))
+                                .is_some_and(|w| shaped_equal(v, w, elem))
+                        })
+                }
+            }
+        }
+        (EqShape::Values(values), Value::Map(x), Value::Map(y)) => {
+            x.map.len() == y.map.len()
+                && x.map
+                    .iter()
+                    .all(|(k, v)| y.map.get(k).is_some_and(|w| shaped_equal(v, w, values)))
+        }
+        (EqShape::Fields(fields), Value::Map(x), Value::Map(y)) => {
+            x.map.len() == y.map.len()
+                && x.map.iter().all(|(k, v)| {
+                    y.map.get(k).is_some_and(|w| {
+                        let field = match k {
+                            Key::String(name) => fields.get(name.as_str()),
+                            _ => None,
+                        };
+                        match field {
+                            Some(shape) => shaped_equal(v, w, shape),
+                            None => deep_equal(v, w),
+                        }
+                    })
+                })
+        }
+        _ => deep_equal(a, b),
+    }
 }

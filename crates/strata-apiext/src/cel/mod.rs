@@ -29,7 +29,7 @@ mod url;
 
 use std::sync::Arc;
 
-use cel::common::ast::{EntryExpr, Expr};
+use cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue};
 use cel::common::types::CelOptional;
 use cel::{Context, ExecutionError, IdedExpr, Value};
 use serde_json::Value as J;
@@ -37,7 +37,7 @@ use strata_object::field::{FieldError, FieldErrorKind};
 use strata_object::go;
 
 use schema::Schema;
-use ty::Ty;
+use ty::{EqShape, Ty};
 
 /// The cost one evaluation of a rule (or a messageExpression) may reach (Kubernetes'
 /// `PerCallLimit`).
@@ -604,8 +604,11 @@ struct Compiled {
 }
 
 impl Compiled {
-    fn new(mut expr: IdedExpr, estimate: u64) -> Compiled {
+    fn new(mut expr: IdedExpr, estimate: u64, shaped: &[(u64, EqShape)]) -> Compiled {
         redirect_matches(&mut expr);
+        for (id, shape) in shaped {
+            redirect_equality(&mut expr, *id, library::register_shape(shape.clone()));
+        }
         Compiled { expr, estimate }
     }
 
@@ -617,6 +620,79 @@ impl Compiled {
     fn bound(&self, self_ty: &Ty, old_ty: Option<&Ty>) -> u64 {
         check::check(&self.expr, self_ty, old_ty, false).cost.max
     }
+}
+
+/// Turns the `==` (or `!=`) call `id` into a comparison along a registered [`EqShape`]:
+/// `@equals(a, b, shape)` (negated for `!=`).
+fn redirect_equality(e: &mut IdedExpr, id: u64, shape: i64) -> bool {
+    if e.id == id {
+        if let Expr::Call(call) = &mut e.expr {
+            let negate = call.func_name == cel::common::ast::operators::NOT_EQUALS;
+            let mut args = std::mem::take(&mut call.args);
+            args.push(IdedExpr {
+                id: 0,
+                expr: Expr::Literal(LiteralValue::Int(shape.into())),
+            });
+            let equals = Expr::Call(CallExpr {
+                func_name: library::SHAPED_EQUALS.to_string(),
+                target: None,
+                args,
+            });
+            e.expr = if negate {
+                Expr::Call(CallExpr {
+                    func_name: cel::common::ast::operators::LOGICAL_NOT.to_string(),
+                    target: None,
+                    args: vec![IdedExpr {
+                        id: 0,
+                        expr: equals,
+                    }],
+                })
+            } else {
+                equals
+            };
+        }
+        return true;
+    }
+    let mut found = false;
+    let mut visit = |x: &mut IdedExpr| {
+        if !found {
+            found = redirect_equality(x, id, shape);
+        }
+    };
+    match &mut e.expr {
+        Expr::Call(call) => {
+            if let Some(t) = &mut call.target {
+                visit(t);
+            }
+            call.args.iter_mut().for_each(&mut visit);
+        }
+        Expr::Select(sel) => visit(&mut sel.operand),
+        Expr::List(list) => list.elements.iter_mut().for_each(&mut visit),
+        Expr::Map(map) => {
+            for entry in &mut map.entries {
+                if let EntryExpr::MapEntry(me) = &mut entry.expr {
+                    visit(&mut me.key);
+                    visit(&mut me.value);
+                }
+            }
+        }
+        Expr::Struct(st) => {
+            for entry in &mut st.entries {
+                if let EntryExpr::StructField(f) = &mut entry.expr {
+                    visit(&mut f.value);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            visit(&mut c.iter_range);
+            visit(&mut c.accu_init);
+            visit(&mut c.loop_cond);
+            visit(&mut c.loop_step);
+            visit(&mut c.result);
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+    found
 }
 
 fn redirect_matches(e: &mut IdedExpr) {
@@ -698,7 +774,11 @@ fn compile_expression(
     }
     Ok(Expression {
         uses_old_self: program.references().has_variable("oldSelf"),
-        compiled: Compiled::new(program.expression().clone(), checked.cost.max),
+        compiled: Compiled::new(
+            program.expression().clone(),
+            checked.cost.max,
+            &checked.shaped_equalities,
+        ),
         ty: checked.ty,
     })
 }

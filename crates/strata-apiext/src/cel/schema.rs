@@ -13,7 +13,7 @@ use cel::common::types::{
 use cel::common::value::Val;
 use serde_json::Value as J;
 
-use super::ty::{Fields, Range, Ty, MAX_REQUEST_SIZE};
+use super::ty::{Assoc, Fields, Range, Ty, MAX_REQUEST_SIZE};
 
 /// A read-only view of one JSONSchemaProps node (as written in the CRD).
 #[derive(Clone, Copy, Debug)]
@@ -299,7 +299,12 @@ pub(crate) fn decl_ty(s: Schema, resource_root: bool) -> Option<Ty> {
             let max = s
                 .max_items()
                 .unwrap_or_else(|| (MAX_REQUEST_SIZE - 2) / (min_size(items) + 1));
-            Some(Ty::List(Box::new(elem), Range::upto(max)))
+            let assoc = match s.list_type() {
+                "set" => Assoc::Set,
+                "map" => Assoc::Map(s.list_map_keys().into_iter().map(String::from).collect()),
+                _ => Assoc::None,
+            };
+            Some(Ty::List(Box::new(elem), Range::upto(max), assoc))
         }
         "object" => {
             if let Some(ap) = s.additional() {
@@ -529,7 +534,7 @@ pub(crate) fn any_ty(v: &J) -> Ty {
         J::String(s) => str_ty(s),
         J::Array(items) => {
             let elem = items.iter().fold(Ty::Never, |t, i| t.union(&any_ty(i)));
-            Ty::List(Box::new(elem), Range::exact(items.len() as u64))
+            Ty::list(elem, Range::exact(items.len() as u64))
         }
         J::Object(m) => {
             let (mut key, mut val) = (Ty::Never, Ty::Never);
@@ -657,7 +662,7 @@ pub(crate) fn to_ty(v: &J, shape: &Shape) -> Ty {
             let elem = list
                 .iter()
                 .fold(Ty::Never, |t, i| t.union(&to_ty(i, items)));
-            Ty::List(Box::new(elem), Range::exact(list.len() as u64))
+            Ty::list(elem, Range::exact(list.len() as u64))
         }
         (Shape::Map(values), J::Object(m)) => {
             let (mut key, mut val) = (Ty::Never, Ty::Never);
@@ -794,7 +799,7 @@ mod tests {
     #[test]
     fn declared_types_carry_kubernetes_size_assumptions() {
         let s = json!({"type": "array", "items": {"type": "string"}});
-        let Some(Ty::List(elem, n)) = decl_ty(Schema(&s), false) else {
+        let Some(Ty::List(elem, n, _)) = decl_ty(Schema(&s), false) else {
             panic!()
         };
         // "" plus a comma per element.

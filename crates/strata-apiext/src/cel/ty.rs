@@ -78,10 +78,32 @@ impl Range {
     }
 }
 
+/// What `x-kubernetes-list-type` makes of a list: Kubernetes compares `set` lists as sets
+/// and `map` lists as maps keyed by their `x-kubernetes-list-map-keys`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Assoc {
+    #[default]
+    None,
+    Set,
+    Map(Arc<[String]>),
+}
+
 /// The fields of an object schema (property names as CEL sees them, escaped).
 #[derive(Debug, Default)]
 pub(crate) struct Fields {
     pub fields: BTreeMap<String, Ty>,
+}
+
+/// How two values compare when set or map lists are inside them: those lists as sets or by
+/// key, everything else as CEL compares it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum EqShape {
+    Plain,
+    List(Assoc, Box<EqShape>),
+    /// A map: every value compares along the same shape.
+    Values(Box<EqShape>),
+    /// An object: the named fields compare along their shapes, the others plainly.
+    Fields(BTreeMap<String, EqShape>),
 }
 
 /// A CEL type as far as the checker knows it.
@@ -103,7 +125,8 @@ pub(crate) enum Ty {
     Type,
     String(Range),
     Bytes(Range),
-    List(Box<Ty>, Range),
+    /// Elements, size, and how the schema says elements associate.
+    List(Box<Ty>, Range, Assoc),
     Map(Box<Ty>, Box<Ty>, Range),
     /// An object of a schema with `properties`.
     Object(Arc<Fields>),
@@ -117,10 +140,42 @@ impl Ty {
         Ty::Dyn(None)
     }
 
+    /// A list whose elements do not associate (atomic).
+    pub fn list(elem: Ty, size: Range) -> Ty {
+        Ty::List(Box::new(elem), size, Assoc::None)
+    }
+
+    /// How values of this type compare for equality when a set or map list is inside, for
+    /// [`EqShape`]; `None` when plain CEL equality is right.
+    pub fn eq_shape(&self) -> Option<EqShape> {
+        match self {
+            Ty::List(e, _, assoc) => {
+                let elem = e.eq_shape();
+                if *assoc == Assoc::None && elem.is_none() {
+                    return None;
+                }
+                Some(EqShape::List(
+                    assoc.clone(),
+                    Box::new(elem.unwrap_or(EqShape::Plain)),
+                ))
+            }
+            Ty::Map(_, v, _) => v.eq_shape().map(|v| EqShape::Values(Box::new(v))),
+            Ty::Object(f) => {
+                let fields: BTreeMap<String, EqShape> = f
+                    .fields
+                    .iter()
+                    .filter_map(|(k, t)| t.eq_shape().map(|s| (k.clone(), s)))
+                    .collect();
+                (!fields.is_empty()).then_some(EqShape::Fields(fields))
+            }
+            _ => None,
+        }
+    }
+
     /// The size `size()` would return, when the type has one.
     pub fn size(&self) -> Option<Range> {
         match self {
-            Ty::String(r) | Ty::Bytes(r) | Ty::List(_, r) | Ty::Map(_, _, r) => Some(*r),
+            Ty::String(r) | Ty::Bytes(r) | Ty::List(_, r, _) | Ty::Map(_, _, r) => Some(*r),
             Ty::Dyn(r) => *r,
             Ty::Never => Some(Range::ZERO),
             _ => None,
@@ -150,7 +205,7 @@ impl Ty {
     /// The element type when iterating: list elements, map keys.
     pub fn iter_elem(&self) -> Ty {
         match self {
-            Ty::List(e, _) => (**e).clone(),
+            Ty::List(e, _, _) => (**e).clone(),
             Ty::Map(k, _, _) => (**k).clone(),
             Ty::Object(_) => Ty::String(Range::UNKNOWN),
             Ty::Never => Ty::Never,
@@ -173,7 +228,7 @@ impl Ty {
             Ty::Type => "type".into(),
             Ty::String(_) => "string".into(),
             Ty::Bytes(_) => "bytes".into(),
-            Ty::List(e, _) => format!("list({})", e.name()),
+            Ty::List(e, _, _) => format!("list({})", e.name()),
             Ty::Map(k, v, _) => format!("map({}, {})", k.name(), v.name()),
             Ty::Object(_) => "object".into(),
             Ty::Opaque(n) => (*n).into(),
@@ -187,7 +242,11 @@ impl Ty {
             (Ty::Never, t) | (t, Ty::Never) => t.clone(),
             (Ty::String(a), Ty::String(b)) => Ty::String(a.union(*b)),
             (Ty::Bytes(a), Ty::Bytes(b)) => Ty::Bytes(a.union(*b)),
-            (Ty::List(ea, a), Ty::List(eb, b)) => Ty::List(Box::new(ea.union(eb)), a.union(*b)),
+            (Ty::List(ea, a, x), Ty::List(eb, b, y)) => Ty::List(
+                Box::new(ea.union(eb)),
+                a.union(*b),
+                if x == y { x.clone() } else { Assoc::None },
+            ),
             (Ty::Map(ka, va, a), Ty::Map(kb, vb, b)) => {
                 Ty::Map(Box::new(ka.union(kb)), Box::new(va.union(vb)), a.union(*b))
             }
