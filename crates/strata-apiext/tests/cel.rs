@@ -79,6 +79,12 @@ fn expr(rule: &str) -> bool {
 }
 
 #[test]
+fn compiled_rules_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<Rules>();
+}
+
+#[test]
 fn a_schema_without_rules_compiles_to_nothing() {
     let rules = compile(&json!({"type": "object", "properties": {"a": {"type": "string"}}}));
     assert!(rules.is_empty());

@@ -814,6 +814,10 @@ fn compile_rules(
         let at = rules_path.index(i);
         let rule_path = at.child("rule");
         let source = str_field(r, "rule").unwrap_or("").trim().to_string();
+        if source.is_empty() {
+            // Nothing to run (a stored schema; refused when written).
+            continue;
+        }
         let optional_old_self = r.get("optionalOldSelf").and_then(J::as_bool);
         let old_ty = if optional_old_self == Some(true) {
             Ty::Optional(Box::new(self_ty.clone()))
