@@ -619,6 +619,7 @@ fn the_standard_library_and_macros() {
         "true ? true : false",
         "optional.of(1).hasValue() && !optional.none().hasValue()",
         "optional.none().orValue(5) == 5",
+        "{'a': {'b': 1}}.?a.b.orValue(0) == 1 && {'a': {'b': 1}}.?c.b.orValue(0) == 0",
         "dyn(1) == 1",
     ] {
         assert!(expr(rule), "{rule}");

@@ -398,6 +398,11 @@ impl Checker<'_> {
             Ty::Map(_, v, _) => (**v).clone(),
             // A part of a value keeps within the value's size.
             Ty::Dyn(size) => Ty::Dyn(*size),
+            // Optional chaining: `a.?b.c` is an optional too.
+            Ty::Optional(inner) => {
+                let inner = (**inner).clone();
+                Ty::Optional(Box::new(self.select(id, &inner, field)))
+            }
             Ty::Never => Ty::Never,
             other => {
                 let name = other.name();

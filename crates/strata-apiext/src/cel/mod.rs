@@ -912,7 +912,7 @@ fn compile_rules(
             if let Some(within) = &ncx.uncorrelatable {
                 cx.errors.push(FieldError::invalid_string(
                     &rule_path.0,
-                    &source,
+                    str_field(r, "rule").unwrap_or(""),
                     format!(
                         "oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"
                     ),
