@@ -62,16 +62,10 @@ impl CustomResourceStrategy {
     }
 
     fn compile(version: &ServedVersion) -> Compiled {
-        // The CRD was validated, rules included, when it was written; a rule that no longer
-        // compiles (a CRD stored by another server) is left out rather than refusing writes.
-        let rules = Rules::compile(&version.schema, "").unwrap_or_else(|errors| {
-            tracing::warn!(
-                kind = version.info.kind,
-                ?errors,
-                "custom resource validation rules do not compile; serving without them"
-            );
-            Rules::default()
-        });
+        // The CRD's rules were checked when it was written; one that no longer compiles (a CRD
+        // stored by another server) fails the writes it would check, naming why, as Kubernetes
+        // reports it, and the others still apply.
+        let rules = Rules::compile_stored(&version.schema);
         Compiled {
             schema: Schema::parse(&version.schema),
             rules,
@@ -193,7 +187,9 @@ impl Strategy for CustomResourceStrategy {
         let mut errors = strata_apiext::validate::validate_with(&c.schema, &value);
         if !c.rules.is_empty() {
             let old_value = old.map(|o| Value::Object(o.as_map().clone()));
-            errors.extend(c.rules.validate(&value, old_value.as_ref()));
+            // A rule failing on a value the update left unchanged is not the writer's fault
+            // (ratcheting): Kubernetes warns about it instead, and so the update goes through.
+            errors.extend(c.rules.evaluate(&value, old_value.as_ref()).errors);
         }
         errors
     }

@@ -666,6 +666,36 @@ async fn cel_rules_validate_custom_resources() {
         .await;
     assert_eq!(r.code(), 200, "{}", text(&r));
 
+    // A rule added later holds new values; a value an update leaves alone is not refused for
+    // it (Kubernetes' ratcheting).
+    let mut crd = h.get(&format!("{CRDS}/ranges.example.com")).await.json();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["max"]["x-kubernetes-validations"] =
+        json!([{"rule": "self < 4", "message": "max below 4"}]);
+    let r = h
+        .put_json(&format!("{CRDS}/ranges.example.com"), &crd)
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    until("the new rule applies", async || {
+        let r = h
+            .post_json(
+                &format!("{ranges}?dryRun=All"),
+                &range("probe", json!({"min": 1, "max": 9})),
+            )
+            .await;
+        r.code() == 422
+    })
+    .await;
+    let r = h
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"min": 2}}))
+        .await;
+    assert_eq!(r.code(), 200, "unchanged max 5 ratchets: {}", text(&r));
+    let r = h
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"max": 6}}))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    assert!(text(&r).contains("max below 4"), "{}", text(&r));
+
     // A rule that does not compile, or could cost too much, refuses the CRD itself.
     let mut broken = rules_crd();
     broken["metadata"]["name"] = json!("brokens.example.com");
