@@ -135,6 +135,33 @@ pub fn apply(
     api_version: &str,
     now: &str,
 ) -> Result<Value, ApplyError> {
+    apply_through(
+        live,
+        applied,
+        schema,
+        manager,
+        force,
+        api_version,
+        None,
+        now,
+    )
+}
+
+/// [`apply`] through a sub-resource of the object (`Some("status")`): the fields that
+/// sub-resource cannot change (`spec` for `status`) are the ones no manager owns through it,
+/// instead of the main resource's `status`, and the manager's Apply entry names the
+/// sub-resource, as Kubernetes records an apply to `/status`.
+#[allow(clippy::too_many_arguments)]
+pub fn apply_through(
+    live: Option<&Value>,
+    applied: &Value,
+    schema: Node,
+    manager: &str,
+    force: bool,
+    api_version: &str,
+    subresource: Option<&str>,
+    now: &str,
+) -> Result<Value, ApplyError> {
     let mut config = applied.clone();
     check_applied(&config, schema, api_version)?;
     if let Some(Value::Object(meta)) = config.get_mut("metadata") {
@@ -150,8 +177,8 @@ pub fn apply(
         meta.shift_remove("managedFields");
     }
 
-    let ignored = fieldpath::reset_fields(schema, None);
-    let mut applier = ManagedFieldsEntry::new(manager, Operation::Apply, api_version, None);
+    let ignored = fieldpath::reset_fields(schema, subresource);
+    let mut applier = ManagedFieldsEntry::new(manager, Operation::Apply, api_version, subresource);
     let last = old_managed
         .find(&applier)
         .map(|e| e.fields.clone())
@@ -584,6 +611,52 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&out["metadata"]["managedFields"]).unwrap(),
             r#"[{"manager":"kubectl","operation":"Apply","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{"f:app":{}}},"f:secrets":{"k:{\"name\":\"s1\"}":{}}}}]"#
+        );
+    }
+
+    #[test]
+    fn apply_through_status_records_a_status_entry() {
+        let ns = builtin::namespace();
+        let schema = ns.schema().unwrap();
+        let live = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "ns", "managedFields": [{
+                "manager": "creator", "operation": "Update", "apiVersion": "v1",
+                "time": NOW, "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:finalizers": {}}}
+            }]},
+            "spec": {"finalizers": ["kubernetes"]}
+        });
+        let config = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "ns"},
+            "status": {"phase": "Active"}
+        });
+        let out = apply_through(
+            Some(&live),
+            &config,
+            schema,
+            "ctl",
+            false,
+            "v1",
+            Some("status"),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(out["status"], json!({"phase": "Active"}));
+        assert_eq!(out["spec"], live["spec"]);
+        assert_eq!(
+            serde_json::to_string(&out["metadata"]["managedFields"]).unwrap(),
+            concat!(
+                r#"[{"manager":"ctl","operation":"Apply","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}},"subresource":"status"},"#,
+                r#"{"manager":"creator","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:finalizers":{}}}}]"#
+            )
+        );
+        // Through the main resource the same status is not the applier's.
+        let out = apply(Some(&live), &config, schema, "ctl", false, "v1", NOW).unwrap();
+        assert_eq!(
+            out["metadata"]["managedFields"].as_array().unwrap().len(),
+            1
         );
     }
 

@@ -11,7 +11,7 @@ pub mod json_patch;
 pub mod managed;
 pub mod strategic;
 
-pub use apply::{apply, ApplyError, Conflict};
+pub use apply::{apply, apply_through, ApplyError, Conflict};
 pub use error::PatchError;
 pub use fieldpath::{fields_of, FieldSet, Path, PathElement};
 pub use json_patch::apply_json_patch;

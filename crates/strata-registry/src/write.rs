@@ -369,13 +369,14 @@ pub(crate) fn apply_to(
         return Err(Status::bad_request("the type does not support apply"));
     };
     let live = live.map(|o| o.clone().into_value());
-    strata_patch::apply::apply(
+    strata_patch::apply::apply_through(
         live.as_ref(),
         config,
         schema,
         &opts.field_manager,
         opts.force,
         &info.api_version(),
+        (!opts.subresource.is_empty()).then_some(opts.subresource.as_str()),
         &strata_object::now_rfc3339(),
     )
     .map_err(|e| match &e {
