@@ -7,6 +7,7 @@
 mod access;
 mod discovery;
 mod handlers;
+pub mod metrics;
 pub mod negotiate;
 mod openapi;
 mod query;
@@ -30,6 +31,7 @@ use strata_auth::rbac::RbacAuthorizer;
 use strata_registry::Registry;
 use tokio::net::TcpListener;
 
+pub use metrics::Metrics;
 pub use request::RequestInfo;
 pub use respond::Body;
 
@@ -77,6 +79,8 @@ pub struct Frontend {
     /// binding writes).
     rbac: Option<Arc<RbacAuthorizer>>,
     authenticator: Authenticator,
+    /// What `/metrics` shows; requests are recorded in `handlers::route`.
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Frontend {
@@ -119,7 +123,20 @@ impl Frontend {
             authorizer: Arc::new(AllowAll),
             rbac: None,
             authenticator,
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// Records requests in `metrics` (which the server composition may have added its own
+    /// metrics to) instead of a set of its own.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics `/metrics` shows.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Authenticates requests with `config` (by default: anonymous allowed, no static tokens;

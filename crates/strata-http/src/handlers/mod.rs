@@ -47,8 +47,32 @@ fn render_for(fe: &Frontend, headers: &HeaderMap, query: &Query) -> Render {
     }
 }
 
-/// Routes one request to discovery, OpenAPI, health or a resource handler.
+/// Routes one request to discovery, OpenAPI, health or a resource handler, and records it in
+/// the request metrics.
 pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
+    let (method, uri) = (req.method(), req.uri());
+    let probe = fe
+        .metrics
+        .start(method, uri.path(), uri.query(), req.headers(), |g, v, r| {
+            fe.registry.lookup(g, v, r).is_some() || is_review(g, v, r)
+        });
+    probe.finish(dispatch(fe, req).await)
+}
+
+/// The review resources answered here rather than by a registered type.
+fn is_review(group: &str, version: &str, resource: &str) -> bool {
+    matches!(
+        (group, version, resource),
+        ("authentication.k8s.io", "v1", "selfsubjectreviews")
+            | (
+                "authorization.k8s.io",
+                "v1",
+                "selfsubjectaccessreviews" | "subjectaccessreviews" | "localsubjectaccessreviews"
+            )
+    )
+}
+
+async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
     let render = render_for(fe, req.headers(), &query);
@@ -69,15 +93,17 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         _ => {}
     }
     // Everything else needs an identity: a valid token, or anonymous access where allowed.
-    let user = match fe
+    let started = std::time::Instant::now();
+    let authenticated = fe
         .authenticator
         .authenticate(
             req.headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok()),
         )
-        .await
-    {
+        .await;
+    fe.metrics.authentication(&authenticated, started);
+    let user = match authenticated {
         Ok(user) => user,
         Err(s) => return respond::status(&s, render),
     };
@@ -91,7 +117,11 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     };
     // Then permission, for what the request asks (a dry run asks the same as the real thing).
     let attrs = access::attributes(&method, &path, &query, &user);
-    if let Err(s) = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs) {
+    let started = std::time::Instant::now();
+    let decision = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs);
+    fe.metrics
+        .authorization(&decision, started, fe.rbac.is_some());
+    if let Err(s) = decision {
         return respond::status(&s, render);
     }
     match path.as_str() {
@@ -200,65 +230,13 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-/// Prometheus text exposition of the watch caches' counters.
+/// The Prometheus text exposition of the server's metrics, the watch caches' read now.
 fn metrics(fe: &Frontend) -> Response<Body> {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let families: [(&str, &str, &str); 5] = [
-        (
-            "strata_watch_cache_objects",
-            "gauge",
-            "Objects held by the watch cache.",
-        ),
-        (
-            "strata_watch_cache_window_events",
-            "gauge",
-            "Events in the watch cache's window.",
-        ),
-        ("strata_watch_cache_watchers", "gauge", "Open watchers."),
-        (
-            "strata_watch_cache_events_dispatched_total",
-            "counter",
-            "Events handed to watchers.",
-        ),
-        (
-            "strata_watch_cache_watchers_overflowed_total",
-            "counter",
-            "Watchers closed for falling behind.",
-        ),
-    ];
-    let all = fe.registry.cache_metrics();
-    let labels = |m: &strata_registry::CacheMetrics| {
-        let (resource, group) = m.resource.split_once('.').unwrap_or((&m.resource, ""));
-        format!("group=\"{group}\",resource=\"{resource}\"")
-    };
-    for (i, (name, kind, help)) in families.iter().enumerate() {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for m in &all {
-            let v = match i {
-                0 => m.objects as u64,
-                1 => m.window_events as u64,
-                2 => m.watchers as u64,
-                3 => m.events_dispatched,
-                _ => m.watchers_overflowed,
-            };
-            let _ = writeln!(out, "{name}{{{}}} {v}", labels(m));
-        }
-    }
-    let name = "strata_watch_cache_events_encoded_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Object versions encoded by the watch cache, per encoding.\n# TYPE {name} counter"
-    );
-    for m in &all {
-        for (encoding, n) in &m.encodes {
-            let _ = writeln!(out, "{name}{{{},encoding=\"{encoding}\"}} {n}", labels(m));
-        }
-    }
-    let mut resp = Response::new(respond::full(out));
+    let collector = crate::metrics::CacheCollector(fe.registry.clone());
+    let mut resp = Response::new(respond::full(fe.metrics.encode(Some(Box::new(collector)))));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        http::HeaderValue::from_static(prometheus_client::encoding::prometheus_text::CONTENT_TYPE),
     );
     resp
 }

@@ -8,6 +8,7 @@ mod authn;
 mod cbor;
 mod controller_kinds;
 mod crash;
+mod crd_clients;
 mod crd_validation;
 mod crds;
 mod deletion;
