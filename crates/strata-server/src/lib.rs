@@ -4,6 +4,7 @@
 pub mod config;
 pub mod pki;
 pub mod snapshot;
+pub mod storage_metrics;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -213,7 +214,12 @@ impl Server {
             Some(path) => Some(EncryptionConfig::load(path)?),
             None => None,
         };
-        let store = open_store(&config).await?;
+        // Every request to the engine is timed for /metrics (etcd_request_duration_seconds).
+        let metrics = Arc::new(strata_http::Metrics::new());
+        let store: Arc<dyn Store> = Arc::new(storage_metrics::TimedStore::new(
+            open_store(&config).await?,
+            storage_metrics::StorageMetrics::new(&metrics),
+        ));
         // The registry reads and writes through the encryption layer; everything else (the
         // compactor, the cluster's own keys, snapshots) sees the stored bytes as they are.
         let registry_store: Arc<dyn Store> = match encryption {
@@ -291,11 +297,12 @@ impl Server {
             },
         );
         let token_file = Some(token_file);
-        let mut frontend =
-            Frontend::new(registry.clone(), frontend_config).with_authentication(AuthnConfig {
+        let mut frontend = Frontend::new(registry.clone(), frontend_config)
+            .with_authentication(AuthnConfig {
                 anonymous: config.anonymous_auth,
                 token_file,
-            });
+            })
+            .with_metrics(metrics);
         if config.authorization_mode == AuthorizationMode::Rbac {
             frontend = frontend.with_rbac(Arc::new(RbacAuthorizer::new(registry.clone())));
         }
