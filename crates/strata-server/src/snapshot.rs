@@ -62,17 +62,6 @@ const IN_FLIGHT: usize = 32;
 /// Attempts at a save whose revision etcd compacted before the last page was read.
 const SAVE_ATTEMPTS: usize = 3;
 
-pub const USAGE: &str = "\
-usage: strata snapshot save FILE [--data-dir DIR | --storage-backend etcd --etcd-servers URL[,URL...] [--etcd-prefix P]]
-       strata snapshot restore FILE [the same flags]
-
-save writes every key of the store (objects and the cluster's secrets), read at one revision,
-to FILE; it works while a server runs on the store. restore writes FILE into an EMPTY store
-(a fresh data directory or etcd prefix), after verifying its checksum; start a server on it
-afterwards. Objects keep their uid, creationTimestamp, managedFields, finalizers and labels;
-their resourceVersions become the target's revisions.
-";
-
 /// What a snapshot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Summary {
@@ -82,40 +71,28 @@ pub struct Summary {
     pub keys: u64,
 }
 
-/// `strata snapshot ARGS`: runs `save` or `restore`; returns the exit code (1 for a failure,
-/// 2 for bad usage).
-pub async fn command(args: &[String]) -> i32 {
-    let (verb, file, flags) = match args {
-        [verb, file, flags @ ..] if !file.starts_with('-') => (verb.as_str(), file, flags),
-        [verb, ..] if verb == "-h" || verb == "--help" => {
-            print!("{USAGE}");
-            return 0;
-        }
-        _ => return usage("snapshot needs save or restore and a FILE"),
-    };
-    let config = match storage_config(flags) {
-        Ok(c) => c,
-        Err(msg) => return usage(&msg),
-    };
-    let file = PathBuf::from(file);
-    let result = match verb {
-        "save" => save_command(&config, &file).await.map(|s| {
-            format!(
-                "saved {} keys at revision {} to {}",
-                s.keys,
-                s.revision,
-                file.display()
-            )
-        }),
-        "restore" => restore_command(&config, &file).await.map(|s| {
+/// `strata snapshot save FILE` (or `restore FILE` when `restore`) on the store `config`
+/// describes (its storage settings; the `strata` binary parses the flags). Prints what was done
+/// and returns the exit code: 0, or 1 for a failure.
+pub async fn run(restore: bool, file: &Path, config: &Config) -> i32 {
+    let result = if restore {
+        restore_command(config, file).await.map(|s| {
             format!(
                 "restored {} keys (saved at revision {}) from {}",
                 s.keys,
                 s.revision,
                 file.display()
             )
-        }),
-        other => return usage(&format!("unknown snapshot command {other:?}")),
+        })
+    } else {
+        save_command(config, file).await.map(|s| {
+            format!(
+                "saved {} keys at revision {} to {}",
+                s.keys,
+                s.revision,
+                file.display()
+            )
+        })
     };
     match result {
         Ok(line) => {
@@ -127,39 +104,6 @@ pub async fn command(args: &[String]) -> i32 {
             1
         }
     }
-}
-
-fn usage(msg: &str) -> i32 {
-    eprintln!("strata: {msg}");
-    eprint!("{USAGE}");
-    2
-}
-
-/// The storage flags `serve` has, and no others.
-fn storage_config(flags: &[String]) -> Result<Config, String> {
-    const STORAGE_FLAGS: [&str; 7] = [
-        "--data-dir",
-        "--storage-backend",
-        "--etcd-servers",
-        "--etcd-prefix",
-        "--etcd-cafile",
-        "--etcd-certfile",
-        "--etcd-keyfile",
-    ];
-    let mut expect_value = false;
-    for flag in flags {
-        if std::mem::take(&mut expect_value) {
-            continue;
-        }
-        let name = flag.split_once('=').map_or(flag.as_str(), |(name, _)| name);
-        if !STORAGE_FLAGS.contains(&name) {
-            return Err(format!(
-                "unknown flag {flag:?} (snapshot takes storage flags only)"
-            ));
-        }
-        expect_value = !flag.contains('=');
-    }
-    Config::from_args(flags)
 }
 
 async fn save_command(config: &Config, file: &Path) -> Result<Summary, String> {

@@ -270,7 +270,7 @@ async fn snapshot_usage_and_missing_sources_are_clear_errors() {
     let run = strata(&["snapshot", "save"], work.path());
     assert_eq!(run.status.code(), Some(2), "{run:?}");
     assert!(
-        run.stderr.contains("usage: strata snapshot save"),
+        run.stderr.contains("Usage: strata snapshot save"),
         "{run:?}"
     );
     let run = strata(&["snapshot", "save", "f", "--listen", "x"], work.path());
