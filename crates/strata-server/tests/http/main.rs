@@ -6,6 +6,7 @@ mod common;
 
 mod authn;
 mod cbor;
+mod cli;
 mod controller_kinds;
 mod crash;
 mod crd_clients;
