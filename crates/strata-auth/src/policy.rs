@@ -5,6 +5,10 @@ use serde_json::{json, Value};
 
 use crate::{AUTHENTICATED, MASTERS, SERVICE_ACCOUNTS, UNAUTHENTICATED};
 
+/// The group whose members may read `/metrics` and the health endpoints (Kubernetes'
+/// `system:monitoring`).
+pub const MONITORING: &str = "system:monitoring";
+
 const READ: [&str; 3] = ["get", "list", "watch"];
 const WRITE: [&str; 5] = ["create", "delete", "deletecollection", "patch", "update"];
 
@@ -148,6 +152,15 @@ pub fn defaults() -> (Vec<Value>, Vec<Value>) {
             ], "verbs": ["get"]}]),
             None,
         ),
+        // What a metrics scraper or a health prober needs, as Kubernetes grants it.
+        cluster_role(
+            "system:monitoring",
+            json!([{"nonResourceURLs": [
+                "/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*",
+                "/readyz/*", "/healthz/*",
+            ], "verbs": ["get"]}]),
+            None,
+        ),
     ];
     let bindings = vec![
         binding("cluster-admin", "cluster-admin", &[MASTERS]),
@@ -163,6 +176,7 @@ pub fn defaults() -> (Vec<Value>, Vec<Value>) {
             "system:service-account-issuer-discovery",
             &[SERVICE_ACCOUNTS],
         ),
+        binding("system:monitoring", "system:monitoring", &[MONITORING]),
     ];
     (roles, bindings)
 }

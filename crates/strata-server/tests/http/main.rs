@@ -24,6 +24,7 @@ mod kube_watch;
 mod kubectl;
 mod lists;
 mod media;
+mod metrics;
 mod one_process;
 mod protobuf;
 mod python_client;
