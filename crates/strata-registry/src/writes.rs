@@ -422,7 +422,9 @@ impl Registry {
                         created: false,
                     })
                 }
-                Err(s) if s.is_not_found() => {}
+                // Only the main resource creates: a sub-resource (`/status`) of a missing
+                // object is 404, as Kubernetes' sub-resources never create on update.
+                Err(s) if s.is_not_found() && opts.subresource.is_empty() => {}
                 Err(s) => return Err(s),
             }
             let obj = write::apply_to(&rt.info, None, &applied, opts)?;

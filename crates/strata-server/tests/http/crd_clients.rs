@@ -1022,6 +1022,23 @@ async fn kube_rs_controller_reconciles_a_derived_custom_resource_under_a_lease()
             .json()
     );
 
+    // A status apply for an object that is gone (a reconcile racing a deletion) is 404: it
+    // does not bring the object back.
+    let status = json!({"apiVersion": "toys.example.com/v1", "kind": "Gizmo",
+                        "status": {"area": 1}});
+    match gizmos
+        .patch_status(
+            "gone",
+            &PatchParams::apply(CONTROLLER).force(),
+            &Patch::Apply(&status),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 404, "{s:?}"),
+        other => panic!("a status apply to a missing object: {other:?}"),
+    }
+    assert!(gizmos.get_opt("gone").await.expect("get gone").is_none());
+
     // Events name the objects, through events.k8s.io and core/v1 alike.
     let events: Api<Event> = Api::default_namespaced(client.clone());
     let recorded = eventually("the events", async || {
