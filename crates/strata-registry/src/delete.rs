@@ -122,6 +122,15 @@ pub struct Deleted {
     pub removed: bool,
 }
 
+impl Deleted {
+    /// Whether the answer is a success `Status` naming the object rather than the object:
+    /// Kubernetes answers so for a custom resource removed at once (its storage does not
+    /// return deleted objects); an object finalizers hold is always returned.
+    pub fn answers_status(&self, info: &strata_object::ResourceType) -> bool {
+        self.removed && info.custom
+    }
+}
+
 impl Registry {
     /// Deletes an object, or marks it for deletion when finalizers hold it (`deletionTimestamp`
     /// set once; a later delete changes nothing). The update that removes the last finalizer

@@ -147,6 +147,17 @@ pub(crate) async fn resource(
                 200
             };
             Ok(match deleted.object {
+                Some(obj) if deleted.answers_status(&rt.info) => {
+                    let mut status = Status::success(Some(strata_object::StatusDetails {
+                        name: obj.name().to_string(),
+                        group: rt.info.group.clone(),
+                        kind: rt.info.resource.clone(),
+                        uid: obj.uid().to_string(),
+                        ..Default::default()
+                    }));
+                    status.code = code;
+                    respond::value(code, &status.to_value(), &output, render)
+                }
                 Some(obj) => object_response(code, obj, &output, include, render),
                 // Nothing readable was left to return (a forced deletion).
                 None => {

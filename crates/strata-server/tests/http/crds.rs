@@ -332,6 +332,19 @@ async fn a_crd_is_established_and_its_custom_resources_follow_the_schema() {
         .expect("row of a");
     assert_eq!(row["cells"][1], 5);
     assert_eq!(row["cells"][2], "safe");
+
+    // Deleted at once, a custom resource is answered with a Status naming it, as Kubernetes
+    // answers for custom resources.
+    let uid = h.get(&format!("{WIDGETS}/b")).await.json()["metadata"]["uid"].clone();
+    let r = h.delete(&format!("{WIDGETS}/b")).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    let status = r.json();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["status"], "Success");
+    assert_eq!(
+        status["details"],
+        json!({"name": "b", "group": "example.com", "kind": "widgets", "uid": uid})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
