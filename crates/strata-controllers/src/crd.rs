@@ -53,6 +53,9 @@ pub struct CrdController {
     crds: Arc<RegisteredType>,
     /// By CRD name: the types registered for it.
     served: tokio::sync::Mutex<HashMap<String, Vec<ServedType>>>,
+    /// CRDs whose deletion this replica's watch has seen (until one of the name comes back):
+    /// a catch-up that read them just before never serves them again.
+    gone: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for CrdController {
@@ -69,6 +72,7 @@ impl CrdController {
             registry,
             crds,
             served: Default::default(),
+            gone: Default::default(),
         })
     }
 
@@ -88,8 +92,47 @@ impl CrdController {
         Ok(())
     }
 
+    /// Serves every Established CRD of the store, read consistently, that this replica does
+    /// not serve yet: what a request that may name a new type waits for
+    /// (`Registry::catch_up_types`), so that replicas do not lag each other's CRDs.
+    pub async fn catch_up(&self) {
+        let list = match self
+            .registry
+            .list(&self.crds, "", &ListOptions::default())
+            .await
+        {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "crd controller: cannot list CRDs to catch up");
+                return;
+            }
+        };
+        let unserved: Vec<_> = {
+            let served = self.served.lock().await;
+            list.items
+                .iter()
+                .filter(|c| !served.contains_key(cache::name_of(c).1))
+                .cloned()
+                .collect()
+        };
+        for c in unserved {
+            let Ok(crd) = cache::to_object(&c) else {
+                continue;
+            };
+            // A CRD being deleted is never served anew: its deletion may complete (and the
+            // watch withdraw its types) while this catch-up runs.
+            if !crd.deletion_timestamp().is_empty() || self.is_gone(crd.name()) {
+                continue;
+            }
+            let value = crd.into_value();
+            if established(&value) {
+                self.serve(&value).await;
+            }
+        }
+    }
+
     /// Runs until the task is dropped or aborted.
-    pub async fn run(self) {
+    pub async fn run(self: Arc<Self>) {
         let mut queue = Queue::new(RETRY, MAX_BACKOFF);
         loop {
             let mut stream = match self
@@ -109,9 +152,19 @@ impl CrdController {
                     Some(Some(StreamItem::Event(strata_registry::EventType::Deleted, obj))) => {
                         let (_, name) = cache::name_of(&obj);
                         queue.done(name);
+                        self.set_gone(name, true);
                         self.unserve(name).await;
                     }
-                    Some(Some(StreamItem::Event(_, obj))) => queue.add(cache::name_of(&obj).1),
+                    Some(Some(StreamItem::Event(_, obj))) => {
+                        let (_, name) = cache::name_of(&obj);
+                        self.set_gone(name, false);
+                        // Creates stop the moment the deletion is seen, whatever the queue.
+                        if cache::to_object(&obj).is_ok_and(|o| !o.deletion_timestamp().is_empty())
+                        {
+                            self.stop_creates(name).await;
+                        }
+                        queue.add(name);
+                    }
                     Some(Some(StreamItem::Bookmark(_))) | None => {}
                     // The watch ended (or fell behind): start a new one, which lists again.
                     Some(Some(StreamItem::Error(_))) | Some(None) => break,
@@ -244,6 +297,31 @@ impl CrdController {
         }
     }
 
+    /// Refuses creates of the CRD's objects from now on (it is being deleted).
+    async fn stop_creates(&self, name: &str) {
+        if let Some(types) = self.served.lock().await.get(name) {
+            for t in types {
+                t.strategy.set_terminating();
+            }
+        }
+    }
+
+    fn is_gone(&self, name: &str) -> bool {
+        self.gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+    }
+
+    fn set_gone(&self, name: &str, gone: bool) {
+        let mut set = self.gone.lock().unwrap_or_else(|e| e.into_inner());
+        if gone {
+            set.insert(name.to_string());
+        } else {
+            set.remove(name);
+        }
+    }
+
     /// Stops serving every type of a CRD.
     async fn unserve(&self, name: &str) {
         let gone = self.served.lock().await.remove(name).unwrap_or_default();
@@ -257,11 +335,7 @@ impl CrdController {
         if !crd.finalizers().contains(&CLEANUP_FINALIZER) {
             return Ok(true);
         }
-        if let Some(types) = self.served.lock().await.get(crd.name()) {
-            for t in types {
-                t.strategy.set_terminating();
-            }
-        }
+        self.stop_creates(crd.name()).await;
         let value = crd.clone().into_value();
         let rt = served_versions(&value).first().and_then(|v| {
             self.registry

@@ -135,7 +135,15 @@ pub struct Registry {
     config: RegistryConfig,
     token_key: OnceLock<Vec<u8>>,
     issuer: OnceLock<TokenIssuer>,
+    /// Brings the types defined at run time up to the stored definitions (the CRD
+    /// controller's, once it runs).
+    types_catch_up: OnceLock<TypesCatchUp>,
 }
+
+/// A catch-up of the types defined at run time with their stored definitions: after it, this
+/// registry serves every type the store defines as of the moment it was called.
+pub type TypesCatchUp =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,6 +164,22 @@ impl Registry {
             config,
             token_key: OnceLock::new(),
             issuer: OnceLock::new(),
+            types_catch_up: OnceLock::new(),
+        }
+    }
+
+    /// Sets the catch-up of types defined at run time (once; later calls change nothing).
+    pub fn set_types_catch_up(&self, catch_up: TypesCatchUp) {
+        let _ = self.types_catch_up.set(catch_up);
+    }
+
+    /// Serves every type the store defines now, before answering a request that may name one
+    /// this registry has not served yet (discovery, OpenAPI, an unknown resource path): so a
+    /// type defined through one replica is served by every replica the moment it is defined,
+    /// not when each replica's watch brings the definition.
+    pub async fn catch_up_types(&self) {
+        if let Some(catch_up) = self.types_catch_up.get() {
+            catch_up().await;
         }
     }
 

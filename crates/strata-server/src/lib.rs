@@ -196,7 +196,7 @@ pub struct Server {
     tls: Option<pki::Tls>,
     url: String,
     /// Serves the custom resource types; runs with the server.
-    crds: Option<CrdController>,
+    crds: Option<Arc<CrdController>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -256,11 +256,20 @@ impl Server {
             .map_err(|s| format!("cannot start the registry: {}", s.message))?;
         bootstrap(&registry).await?;
         // The types of established CRDs are served from the first request on.
-        let crds = CrdController::new(registry.clone());
+        let crds = CrdController::new(registry.clone()).map(Arc::new);
         if let Some(c) = &crds {
             c.serve_existing()
                 .await
                 .map_err(|s| format!("cannot serve the custom resource types: {}", s.message))?;
+            let controller = Arc::downgrade(c);
+            registry.set_types_catch_up(Arc::new(move || {
+                let controller = controller.clone();
+                Box::pin(async move {
+                    if let Some(c) = controller.upgrade() {
+                        c.catch_up().await;
+                    }
+                })
+            }));
         }
         let frontend_config = FrontendConfig {
             compression: config.gate("APIResponseCompression"),

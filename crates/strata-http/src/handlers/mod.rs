@@ -124,6 +124,9 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     if let Err(s) = decision {
         return respond::status(&s, render);
     }
+    if may_name_new_type(fe, &path) {
+        fe.registry.catch_up_types().await;
+    }
     match path.as_str() {
         "/metrics" => return get_only(metrics(fe)),
         SELF_SUBJECT_REVIEWS => {
@@ -227,6 +230,30 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             respond::status(&Status::path_not_found(), render)
         }
         None => respond::text(404, "404 page not found\n"),
+    }
+}
+
+/// Whether `path` may need a type defined at run time that this replica does not serve yet:
+/// discovery (all groups, a group, a version), OpenAPI, and a resource path naming nothing
+/// served. Such requests wait for the registry to catch up with the stored definitions.
+fn may_name_new_type(fe: &Frontend, path: &str) -> bool {
+    if path.starts_with("/openapi/v3") {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix("/apis") else {
+        return false;
+    };
+    let segments = rest.split('/').filter(|s| !s.is_empty()).count();
+    match segments {
+        // Discovery of all groups, one group or one version: what it lists may be new.
+        0..=2 => true,
+        _ => RequestInfo::parse(path).is_some_and(|info| {
+            !is_review(&info.group, &info.version, &info.resource)
+                && fe
+                    .registry
+                    .lookup(&info.group, &info.version, &info.resource)
+                    .is_none()
+        }),
     }
 }
 

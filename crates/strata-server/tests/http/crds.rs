@@ -758,3 +758,42 @@ async fn versions_needing_a_conversion_webhook_answer_a_clear_error() {
     );
     assert_eq!(h.get(&format!("{WIDGETS}/a")).await.code(), 200);
 }
+
+/// The moment a client sees a CRD Established, every replica serves its type: on etcd the
+/// test's reads go to one replica and its writes to the other, with no wait in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_established_crd_is_served_at_once_everywhere() {
+    let s = TestServer::start();
+    let h = s.http();
+    for i in 0..5 {
+        let plural = format!("things{i}");
+        let mut crd = widget_crd();
+        crd["metadata"]["name"] = json!(format!("{plural}.example.com"));
+        crd["spec"]["names"] =
+            json!({"plural": plural, "singular": format!("thing{i}"), "kind": format!("Thing{i}")});
+        let r = h.post_json(CRDS, &crd).await;
+        assert_eq!(r.code(), 201, "{}", text(&r));
+        until("established", async || {
+            let got = h.get(&format!("{CRDS}/{plural}.example.com")).await.json();
+            condition(&got, "Established").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
+        // No polling from here on: the first discovery read and the first create succeed.
+        let group = h.get("/apis/example.com/v1").await;
+        assert_eq!(group.code(), 200, "{}", text(&group));
+        assert!(
+            text(&group).contains(&format!("\"{plural}\"")),
+            "{}",
+            text(&group)
+        );
+        let collection = format!("/apis/example.com/v1/namespaces/default/{plural}");
+        let r = h
+            .post_json(
+                &collection,
+                &json!({"apiVersion": "example.com/v1", "kind": format!("Thing{i}"),
+                        "metadata": {"name": "first"}}),
+            )
+            .await;
+        assert_eq!(r.code(), 201, "{}", text(&r));
+    }
+}
