@@ -330,29 +330,6 @@ spec:
     port: 9100
 ";
 
-/// Waits until kubectl can create the object in `manifest` (a server-side dry run: discovery
-/// and the GET go to one replica, the POST to the other on etcd).
-///
-/// On one server `Established` means served. On two replicas each one serves a CRD once its
-/// own watch shows it Established, so for a moment after `kubectl wait` the other replica may
-/// still answer 404. (kube-apiserver closes that window by waiting 5 s before establishing a
-/// CRD when it runs with more than one replica; Strata does not yet.)
-fn until_served(k: &Kubectl, manifest: &str) {
-    let started = Instant::now();
-    loop {
-        let r = k.run(&["create", "--dry-run=server", "-f", manifest, "-o", "name"]);
-        if r.success() {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "not served 10 s after Established:\n{}",
-            r.stderr
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn kubectl_lifecycle(version: Version) {
     let s = TestServer::start();
     let k = Kubectl::new(version, &s);
@@ -376,8 +353,9 @@ fn kubectl_lifecycle(version: Version) {
         "customresourcedefinition.apiextensions.k8s.io/widgets.example.com condition met"
     );
 
+    // No wait: once Established, every replica serves the type (on etcd, kubectl's discovery
+    // reads go to one replica and its writes to the other).
     let v1 = k.manifest("x-v1.yaml", WIDGET_X_V1);
-    until_served(&k, &v1);
 
     // Client-side apply: kubectl has no Go type for a Widget, so it sends JSON merge patches
     // computed from the last-applied annotation.
@@ -901,12 +879,15 @@ async fn kube_rs_controller_reconciles_a_derived_custom_resource_under_a_lease()
         dry_run: true,
         ..PostParams::default()
     };
-    eventually("gizmos served", async || {
-        let listed = gizmos.list(&ListParams::default()).await.is_ok();
-        let created = gizmos.create(&dry_run, &gizmo("probe", 1)).await.is_ok();
-        (listed && created).then_some(())
-    })
-    .await;
+    // Served on every replica the moment it is Established: the first calls succeed.
+    gizmos
+        .list(&ListParams::default())
+        .await
+        .expect("gizmos listed at once");
+    gizmos
+        .create(&dry_run, &gizmo("probe", 1))
+        .await
+        .expect("a gizmo created at once");
 
     // One gizmo exists before the controller starts.
     gizmos
@@ -1185,18 +1166,11 @@ for _ in range(400):
 else:
     raise AssertionError("never Established: %s" % crd.status)
 
-# The client's discovery cache predates the type: resources.get refreshes it. (On two replicas
-# the one that did not establish the CRD may serve it a moment later: see until_served.)
-for _ in range(200):
-    try:
-        gadgets = dyn.resources.get(api_version="example.com/v1", kind="Gadget")
-        gadgets.create(body={"apiVersion": "example.com/v1", "kind": "Gadget",
-                             "metadata": {"name": "probe"}}, namespace="default", dry_run="All")
-        break
-    except (ResourceNotFoundError, NotFoundError):
-        time.sleep(0.05)
-else:
-    raise AssertionError("Gadgets never served")
+# The client's discovery cache predates the type: resources.get refreshes it. Every replica
+# serves the type the moment it is Established, so the first attempt succeeds.
+gadgets = dyn.resources.get(api_version="example.com/v1", kind="Gadget")
+gadgets.create(body={"apiVersion": "example.com/v1", "kind": "Gadget",
+                     "metadata": {"name": "probe"}}, namespace="default", dry_run="All")
 assert gadgets.namespaced, gadgets
 assert gadgets.name == "gadgets", gadgets.name
 assert gadgets.short_names == ["gd"], gadgets.short_names
