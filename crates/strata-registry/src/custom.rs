@@ -117,6 +117,10 @@ fn generation(obj: &Object) -> i64 {
 }
 
 impl Strategy for CustomResourceStrategy {
+    fn decoded(&self, obj: &mut Object) {
+        Self::default(&self.current(), obj);
+    }
+
     fn unavailable(&self) -> Option<Status> {
         self.current()
             .unavailable

@@ -12,6 +12,11 @@ use strata_object::{Object, ResourceType, Status};
 
 /// Kind-specific hooks of the write path. Every hook has a neutral default.
 pub trait Strategy: Send + Sync + 'static {
+    /// What decoding a request's object does for the kind, before field ownership is
+    /// recorded (custom resources' schema defaults, which their writers then own, as in
+    /// Kubernetes, where decoding defaults them).
+    fn decoded(&self, _obj: &mut Object) {}
+
     /// Normalizes a new object before validation (status resets, defaults).
     fn prepare_for_create(&self, _obj: &mut Object) {}
 

@@ -285,12 +285,14 @@ impl Registry {
     /// Checks the type fields of a body against the endpoint and fills them in when absent.
     pub(crate) fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
         let info = &rt.info;
-        write::read_object(info, body).map_err(|e| match e {
+        let mut obj = write::read_object(info, body).map_err(|e| match e {
             write::NotThisType::Version(why) => Status::bad_request(why),
             write::NotThisType::Malformed(why) | write::NotThisType::Kind(why) => {
                 write::undecodable(info, &why)
             }
-        })
+        })?;
+        rt.strategy.decoded(&mut obj);
+        Ok(obj)
     }
 
     /// Replaces an object (PUT). Returns the stored object.
@@ -447,7 +449,10 @@ impl Registry {
     /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
     pub(crate) fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
         let copy = doc.clone();
-        write::read_object(&rt.info, doc).map_err(|e| write::invalid_patch(&copy, e.why()))
+        let mut obj = write::read_object(&rt.info, doc)
+            .map_err(|e| write::invalid_patch(&copy, e.why()))?;
+        rt.strategy.decoded(&mut obj);
+        Ok(obj)
     }
 
     /// The read-modify-write loop of every update: reads the current object, builds the new one

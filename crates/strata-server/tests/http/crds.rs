@@ -797,3 +797,49 @@ async fn an_established_crd_is_served_at_once_everywhere() {
         assert_eq!(r.code(), 201, "{}", text(&r));
     }
 }
+
+/// Schema defaults are part of decoding a custom resource: the writer owns them, and a list
+/// map whose key a default completes is tracked item by item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defaulted_fields_are_owned_by_their_writer() {
+    let s = TestServer::start();
+    let h = s.http();
+    let mut crd = widget_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["endpoints"] = json!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["port", "protocol"],
+        "items": {"type": "object", "required": ["port"], "properties": {
+            "port": {"type": "integer"},
+            "protocol": {"type": "string", "default": "TCP"}
+        }}
+    });
+    install(&h, &crd, WIDGETS).await;
+    let r = h
+        .post_json(
+            &format!("{WIDGETS}?fieldManager=author"),
+            &widget(
+                "e",
+                json!({"endpoints": [{"port": 8080}, {"port": 53, "protocol": "UDP"}]}),
+            ),
+        )
+        .await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let obj = r.json();
+    assert_eq!(obj["spec"]["endpoints"][0]["protocol"], "TCP");
+    let fields = obj["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].clone();
+    let endpoints = fields["f:endpoints"]
+        .as_object()
+        .expect("endpoints tracked");
+    assert!(
+        endpoints.contains_key(r#"k:{"port":8080,"protocol":"TCP"}"#)
+            && endpoints.contains_key(r#"k:{"port":53,"protocol":"UDP"}"#),
+        "{fields}"
+    );
+    // The defaulted scalars are the writer's too.
+    assert!(
+        fields.get("f:replicas").is_some() && fields.get("f:mode").is_some(),
+        "{fields}"
+    );
+}
