@@ -144,7 +144,7 @@ impl Strategy for CustomResourceStrategy {
         if c.status_subresource {
             obj.as_map_mut().remove("status");
         }
-        Self::default(&c, obj);
+        // Defaults were applied when the body was decoded (`decoded`).
         obj.set_meta_value("generation", Some(json!(1)));
     }
 
@@ -156,7 +156,6 @@ impl Strategy for CustomResourceStrategy {
                 None => new.as_map_mut().remove("status"),
             };
         }
-        Self::default(&c, new);
         let mut next = generation(old);
         if Self::spec_changed(&c, new, old) {
             next += 1;
