@@ -74,6 +74,8 @@ pub struct Frontend {
     openapi: std::sync::Mutex<(u64, Arc<OpenApiDocuments>)>,
     /// Set when the server shuts down: watch streams end so connections can drain.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Set when the shutdown signal came, before the listener closes: `/readyz` fails.
+    shutting_down: std::sync::atomic::AtomicBool,
     authorizer: Arc<dyn Authorizer>,
     /// The RBAC authorizer when it is the one in charge (for the escalation checks of role and
     /// binding writes).
@@ -120,6 +122,7 @@ impl Frontend {
             config,
             openapi: std::sync::Mutex::new(openapi),
             closing: tokio::sync::watch::Sender::new(false),
+            shutting_down: Default::default(),
             authorizer: Arc::new(AllowAll),
             rbac: None,
             authenticator,
@@ -181,19 +184,23 @@ impl Frontend {
     }
 }
 
-/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then stops accepting and waits up
-/// to `drain` for requests in flight.
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes; then `/readyz` fails (its
+/// `shutdown` check) while the server goes on serving for `delay`, so load balancers take it
+/// out of rotation; then it stops accepting and waits up to `drain` for requests in flight.
 pub async fn serve(
     listener: TcpListener,
     frontend: Arc<Frontend>,
     tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
+    delay: Duration,
     drain: Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
+    // Set once the shutdown signal came: when to stop accepting.
+    let mut stop_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -249,7 +256,16 @@ pub async fn serve(
                     }
                 });
             }
-            _ = &mut shutdown => break,
+            _ = &mut shutdown, if stop_at.is_none() => {
+                frontend.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
+                if delay.is_zero() {
+                    break;
+                }
+                tracing::info!(?delay, "shutting down: /readyz fails, still serving");
+                stop_at = Some(tokio::time::Instant::now() + delay);
+            }
+            _ = async { tokio::time::sleep_until(stop_at.unwrap_or_else(tokio::time::Instant::now)).await },
+                if stop_at.is_some() => break,
         }
     }
     drop(listener);

@@ -73,6 +73,9 @@ pub struct Config {
     pub feature_gates: BTreeMap<String, bool>,
     /// How long in-flight requests may take to finish at shutdown.
     pub shutdown_drain: Duration,
+    /// How long the server keeps serving after the shutdown signal, `/readyz` failing
+    /// (`--shutdown-delay-duration`, default 0).
+    pub shutdown_delay: Duration,
     /// How long a continue token stays valid (`--continue-token-lifetime`, default 5m).
     pub continue_token_lifetime: Duration,
     /// How often watchers that allow bookmarks get one (`--watch-bookmark-interval`, 1s).
@@ -134,6 +137,7 @@ impl Default for Config {
             compaction_interval: None,
             feature_gates: BTreeMap::new(),
             shutdown_drain: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
             continue_token_lifetime: Duration::from_secs(300),
             watch_bookmark_interval: Duration::from_secs(1),
             watch_buffer_size: 1000,
@@ -286,6 +290,19 @@ pub struct ServeFlags {
         help_heading = heading::GENERIC
     )]
     shutdown_drain: Duration,
+
+    /// How long the server keeps serving after SIGTERM or SIGINT with /readyz failing, so
+    /// load balancers stop sending new requests before it stops listening (kube-apiserver's
+    /// flag).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = duration,
+        env = "STRATA_SHUTDOWN_DELAY_DURATION",
+        help_heading = heading::GENERIC
+    )]
+    shutdown_delay_duration: Duration,
 
     /// How much change history is kept for watches and lists from a resourceVersion.
     #[arg(
@@ -633,6 +650,7 @@ impl ServeFlags {
             c.feature_gates.extend(pairs);
         }
         c.shutdown_drain = self.shutdown_drain;
+        c.shutdown_delay = self.shutdown_delay_duration;
         c.history_retention = self.history_retention;
         c.compaction_interval = self.etcd_compaction_interval;
         c.watch_cache_size = self.watch_cache_size;
@@ -762,6 +780,7 @@ mod tests {
             "1h30m",
             "--etcd-compaction-interval=0",
             "--shutdown-drain=250ms",
+            "--shutdown-delay-duration=3s",
             "--continue-token-lifetime=7",
             "--watch-bookmark-interval=2s",
             "--watch-buffer-size=5",
@@ -789,6 +808,7 @@ mod tests {
         assert_eq!(c.history_retention, Duration::from_secs(5400));
         assert_eq!(c.compaction_interval, Some(Duration::ZERO));
         assert_eq!(c.shutdown_drain, Duration::from_millis(250));
+        assert_eq!(c.shutdown_delay, Duration::from_secs(3));
         assert_eq!(c.continue_token_lifetime, Duration::from_secs(7));
         assert_eq!(c.watch_bookmark_interval, Duration::from_secs(2));
         assert_eq!(c.watch_buffer_size, 5);

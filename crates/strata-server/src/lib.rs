@@ -385,6 +385,7 @@ impl Server {
             self.frontend,
             self.tls.map(|t| t.server_config),
             shutdown,
+            self.config.shutdown_delay,
             self.config.shutdown_drain,
         )
         .await;

@@ -23,6 +23,9 @@ enum Check {
     Ping,
     /// Storage answers a consistent read of its revision within [`STORAGE_CHECK_TIMEOUT`].
     Storage,
+    /// The server is not shutting down (`/readyz` only: a server told to stop leaves load
+    /// balancers' rotation while it finishes, `--shutdown-delay-duration`).
+    Shutdown,
 }
 
 impl Check {
@@ -30,6 +33,7 @@ impl Check {
         match self {
             Check::Ping => "ping",
             Check::Storage => fe.config.storage_check,
+            Check::Shutdown => "shutdown",
         }
     }
 
@@ -37,6 +41,13 @@ impl Check {
     async fn run(self, fe: &Frontend) -> Result<(), String> {
         match self {
             Check::Ping => Ok(()),
+            Check::Shutdown => {
+                if fe.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+                    Err("the server is shutting down".into())
+                } else {
+                    Ok(())
+                }
+            }
             Check::Storage => {
                 let store = fe.registry.store();
                 match tokio::time::timeout(STORAGE_CHECK_TIMEOUT, store.consistent_revision()).await
@@ -56,6 +67,7 @@ impl Check {
 fn checks_of(endpoint: &str) -> &'static [Check] {
     match endpoint {
         "livez" => &[Check::Ping],
+        "readyz" => &[Check::Ping, Check::Storage, Check::Shutdown],
         _ => &[Check::Ping, Check::Storage],
     }
 }

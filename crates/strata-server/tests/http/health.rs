@@ -1,6 +1,8 @@
 //! The health endpoints in Kubernetes' format: `/livez`, `/readyz` and `/healthz` answer `ok`,
 //! list their checks with `?verbose`, skip one with `?exclude=`, and serve each check on its own
 //! path. (With storage unreachable `/readyz` fails and `/livez` does not: see `etcd_faults`.)
+//! Told to stop, a server fails `/readyz` for `--shutdown-delay-duration` while it goes on
+//! serving, then stops.
 
 use crate::common::{storage, Storage, TestServer};
 
@@ -26,7 +28,7 @@ async fn health_endpoints_list_their_checks() {
     assert_eq!(r.code(), 200);
     assert_eq!(
         String::from_utf8_lossy(&r.body),
-        format!("[+]ping ok\n[+]{check} ok\nreadyz check passed\n")
+        format!("[+]ping ok\n[+]{check} ok\n[+]shutdown ok\nreadyz check passed\n")
     );
     let r = s
         .get(&format!("/readyz?verbose&exclude={check}&exclude=nothing"))
@@ -35,7 +37,7 @@ async fn health_endpoints_list_their_checks() {
     assert_eq!(
         String::from_utf8_lossy(&r.body),
         format!(
-            "[+]ping ok\n[+]{check} excluded: ok\n\
+            "[+]ping ok\n[+]{check} excluded: ok\n[+]shutdown ok\n\
              warn: some health checks cannot be excluded: no matches for \"nothing\"\n\
              readyz check passed\n"
         )
@@ -55,4 +57,37 @@ async fn health_endpoints_list_their_checks() {
     assert_eq!(s.get("/readyz/nothing").await.code(), 404);
     // Health is read-only.
     assert_eq!(s.send("POST", "/readyz", None, &[]).await.code(), 405);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_while_a_stopping_server_still_serves() {
+    let s = TestServer::start_with(&["--shutdown-delay-duration=3s"]);
+    assert_eq!(s.get("/readyz").await.code(), 200);
+    let started = std::time::Instant::now();
+    s.signal_terminate();
+    let mut failing = None;
+    while started.elapsed() < std::time::Duration::from_secs(2) {
+        let r = s.get("/readyz?verbose").await;
+        if r.code() != 200 {
+            failing = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = failing.expect("/readyz failing within 2 s of SIGTERM");
+    assert_eq!(r.code(), 500);
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(
+        body.contains("[-]shutdown failed: reason withheld\n"),
+        "{body}"
+    );
+    assert!(body.ends_with("readyz check failed\n"), "{body}");
+    // Still serving meanwhile: liveness and ordinary requests.
+    assert_eq!(s.get("/livez").await.code(), 200);
+    assert_eq!(s.get("/readyz/shutdown").await.code(), 500);
+    assert_eq!(s.get("/api/v1/namespaces/default").await.code(), 200);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "the checks above ran within the delay"
+    );
 }

@@ -431,6 +431,15 @@ impl TestServer {
 
     /// Sends SIGTERM to every process and waits for them to exit; returns whether they all
     /// exited cleanly.
+    /// Sends SIGTERM to every process of the server and returns at once.
+    pub fn signal_terminate(&self) {
+        for c in &self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+        }
+    }
+
     pub fn terminate(&mut self) -> bool {
         let children: Vec<Child> = self.children.drain(..).collect();
         if children.is_empty() {
