@@ -7,6 +7,7 @@
 mod access;
 mod discovery;
 mod handlers;
+mod inflight;
 pub mod metrics;
 pub mod negotiate;
 mod openapi;
@@ -52,6 +53,11 @@ pub struct FrontendConfig {
     /// The name of the storage check of `/readyz` and `/healthz` (`etcd` on etcd, as
     /// kube-apiserver names it).
     pub storage_check: &'static str,
+    /// Read-only requests served at once before others get 429 (`--max-requests-inflight`,
+    /// 400; 0: no limit). Watches and `system:masters` are not counted.
+    pub max_requests_inflight: usize,
+    /// The same for mutating requests (`--max-mutating-requests-inflight`, 200).
+    pub max_mutating_requests_inflight: usize,
 }
 
 impl Default for FrontendConfig {
@@ -62,6 +68,8 @@ impl Default for FrontendConfig {
             compression: true,
             formats: negotiate::Formats::default(),
             storage_check: "storage",
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
         }
     }
 }
@@ -76,6 +84,8 @@ pub struct Frontend {
     closing: tokio::sync::watch::Sender<bool>,
     /// Set when the shutdown signal came, before the listener closes: `/readyz` fails.
     shutting_down: std::sync::atomic::AtomicBool,
+    /// The in-flight limits and counters.
+    inflight: inflight::Limits,
     authorizer: Arc<dyn Authorizer>,
     /// The RBAC authorizer when it is the one in charge (for the escalation checks of role and
     /// binding writes).
@@ -117,12 +127,17 @@ impl Frontend {
             },
             registry.clone(),
         );
+        let inflight = inflight::Limits::new(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+        );
         Self {
             registry,
             config,
             openapi: std::sync::Mutex::new(openapi),
             closing: tokio::sync::watch::Sender::new(false),
             shutting_down: Default::default(),
+            inflight,
             authorizer: Arc::new(AllowAll),
             rbac: None,
             authenticator,

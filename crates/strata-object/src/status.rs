@@ -436,6 +436,16 @@ impl Status {
         )
     }
 
+    /// 429 of an overloaded server, with Kubernetes' words and a one-second `Retry-After`.
+    pub fn too_many_requests() -> Self {
+        Self::failure(
+            StatusReason::TooManyRequests,
+            "Too many requests, please try again later.".into(),
+            None,
+        )
+        .with_retry_after(1)
+    }
+
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         Self::failure(StatusReason::ServiceUnavailable, message.into(), None)
     }

@@ -76,6 +76,9 @@ pub struct Config {
     /// How long the server keeps serving after the shutdown signal, `/readyz` failing
     /// (`--shutdown-delay-duration`, default 0).
     pub shutdown_delay: Duration,
+    /// `--max-requests-inflight` (400) and `--max-mutating-requests-inflight` (200).
+    pub max_requests_inflight: usize,
+    pub max_mutating_requests_inflight: usize,
     /// How long a continue token stays valid (`--continue-token-lifetime`, default 5m).
     pub continue_token_lifetime: Duration,
     /// How often watchers that allow bookmarks get one (`--watch-bookmark-interval`, 1s).
@@ -138,6 +141,8 @@ impl Default for Config {
             feature_gates: BTreeMap::new(),
             shutdown_drain: Duration::from_secs(10),
             shutdown_delay: Duration::ZERO,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
             continue_token_lifetime: Duration::from_secs(300),
             watch_bookmark_interval: Duration::from_secs(1),
             watch_buffer_size: 1000,
@@ -303,6 +308,27 @@ pub struct ServeFlags {
         help_heading = heading::GENERIC
     )]
     shutdown_delay_duration: Duration,
+
+    /// Read-only requests served at once; beyond it, 429 (watches and system:masters are not
+    /// counted; 0: no limit).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 400,
+        env = "STRATA_MAX_REQUESTS_INFLIGHT",
+        help_heading = heading::GENERIC
+    )]
+    max_requests_inflight: usize,
+
+    /// Mutating requests served at once; beyond it, 429 (0: no limit).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 200,
+        env = "STRATA_MAX_MUTATING_REQUESTS_INFLIGHT",
+        help_heading = heading::GENERIC
+    )]
+    max_mutating_requests_inflight: usize,
 
     /// How much change history is kept for watches and lists from a resourceVersion.
     #[arg(
@@ -651,6 +677,8 @@ impl ServeFlags {
         }
         c.shutdown_drain = self.shutdown_drain;
         c.shutdown_delay = self.shutdown_delay_duration;
+        c.max_requests_inflight = self.max_requests_inflight;
+        c.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
         c.history_retention = self.history_retention;
         c.compaction_interval = self.etcd_compaction_interval;
         c.watch_cache_size = self.watch_cache_size;
@@ -781,6 +809,8 @@ mod tests {
             "--etcd-compaction-interval=0",
             "--shutdown-drain=250ms",
             "--shutdown-delay-duration=3s",
+            "--max-requests-inflight=7",
+            "--max-mutating-requests-inflight=0",
             "--continue-token-lifetime=7",
             "--watch-bookmark-interval=2s",
             "--watch-buffer-size=5",
@@ -809,6 +839,8 @@ mod tests {
         assert_eq!(c.compaction_interval, Some(Duration::ZERO));
         assert_eq!(c.shutdown_drain, Duration::from_millis(250));
         assert_eq!(c.shutdown_delay, Duration::from_secs(3));
+        assert_eq!(c.max_requests_inflight, 7);
+        assert_eq!(c.max_mutating_requests_inflight, 0);
         assert_eq!(c.continue_token_lifetime, Duration::from_secs(7));
         assert_eq!(c.watch_bookmark_interval, Duration::from_secs(2));
         assert_eq!(c.watch_buffer_size, 5);

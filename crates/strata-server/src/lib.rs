@@ -276,6 +276,8 @@ impl Server {
             formats: strata_http::negotiate::Formats {
                 cbor: config.gate("CBORServingAndStorage"),
             },
+            max_requests_inflight: config.max_requests_inflight,
+            max_mutating_requests_inflight: config.max_mutating_requests_inflight,
             storage_check: match config.backend {
                 Backend::Etcd => "etcd",
                 Backend::RocksDb | Backend::Memory => "storage",

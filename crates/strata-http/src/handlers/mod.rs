@@ -115,6 +115,17 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         Ok(user) => user,
         Err(s) => return respond::status(&s, render),
     };
+    // Overload: beyond the in-flight limits, 429 at once (watches and system:masters exempt).
+    let _slot = if crate::inflight::long_running(&path, &query)
+        || user.groups.iter().any(|g| g == "system:masters")
+    {
+        None
+    } else {
+        match fe.inflight.enter(crate::inflight::Kind::of(&method)) {
+            Some(slot) => Some(slot),
+            None => return respond::status(&Status::too_many_requests(), render),
+        }
+    };
     // Then permission, for what the request asks (a dry run asks the same as the real thing).
     let attrs = access::attributes(&method, &path, &query, &user);
     let started = std::time::Instant::now();

@@ -26,6 +26,7 @@ mod lists;
 mod media;
 mod metrics;
 mod one_process;
+mod overload;
 mod protobuf;
 mod python_client;
 mod rbac;
