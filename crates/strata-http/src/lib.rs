@@ -58,6 +58,9 @@ pub struct FrontendConfig {
     pub max_requests_inflight: usize,
     /// The same for mutating requests (`--max-mutating-requests-inflight`, 200).
     pub max_mutating_requests_inflight: usize,
+    /// How long a request other than a watch may take before it is answered 504
+    /// (`--request-timeout`, 60 s; zero: no limit).
+    pub request_timeout: Duration,
 }
 
 impl Default for FrontendConfig {
@@ -70,6 +73,7 @@ impl Default for FrontendConfig {
             storage_check: "storage",
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }

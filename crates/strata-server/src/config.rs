@@ -79,6 +79,8 @@ pub struct Config {
     /// `--max-requests-inflight` (400) and `--max-mutating-requests-inflight` (200).
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// `--request-timeout` (1m).
+    pub request_timeout: Duration,
     /// How long a continue token stays valid (`--continue-token-lifetime`, default 5m).
     pub continue_token_lifetime: Duration,
     /// How often watchers that allow bookmarks get one (`--watch-bookmark-interval`, 1s).
@@ -143,6 +145,7 @@ impl Default for Config {
             shutdown_delay: Duration::ZERO,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            request_timeout: Duration::from_secs(60),
             continue_token_lifetime: Duration::from_secs(300),
             watch_bookmark_interval: Duration::from_secs(1),
             watch_buffer_size: 1000,
@@ -329,6 +332,17 @@ pub struct ServeFlags {
         help_heading = heading::GENERIC
     )]
     max_mutating_requests_inflight: usize,
+
+    /// How long a request other than a watch may take before it is answered 504.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1m",
+        value_parser = duration,
+        env = "STRATA_REQUEST_TIMEOUT",
+        help_heading = heading::GENERIC
+    )]
+    request_timeout: Duration,
 
     /// How much change history is kept for watches and lists from a resourceVersion.
     #[arg(
@@ -679,6 +693,7 @@ impl ServeFlags {
         c.shutdown_delay = self.shutdown_delay_duration;
         c.max_requests_inflight = self.max_requests_inflight;
         c.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
+        c.request_timeout = self.request_timeout;
         c.history_retention = self.history_retention;
         c.compaction_interval = self.etcd_compaction_interval;
         c.watch_cache_size = self.watch_cache_size;
@@ -811,6 +826,7 @@ mod tests {
             "--shutdown-delay-duration=3s",
             "--max-requests-inflight=7",
             "--max-mutating-requests-inflight=0",
+            "--request-timeout=30s",
             "--continue-token-lifetime=7",
             "--watch-bookmark-interval=2s",
             "--watch-buffer-size=5",
@@ -841,6 +857,7 @@ mod tests {
         assert_eq!(c.shutdown_delay, Duration::from_secs(3));
         assert_eq!(c.max_requests_inflight, 7);
         assert_eq!(c.max_mutating_requests_inflight, 0);
+        assert_eq!(c.request_timeout, Duration::from_secs(30));
         assert_eq!(c.continue_token_lifetime, Duration::from_secs(7));
         assert_eq!(c.watch_bookmark_interval, Duration::from_secs(2));
         assert_eq!(c.watch_buffer_size, 5);

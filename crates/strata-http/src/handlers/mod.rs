@@ -56,7 +56,22 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         .start(method, uri.path(), uri.query(), req.headers(), |g, v, r| {
             fe.registry.lookup(g, v, r).is_some() || is_review(g, v, r)
         });
-    probe.finish(dispatch(fe, req).await)
+    // Every request but the long-running ones (watches) has `--request-timeout` to finish.
+    let query = Query::parse(uri.query());
+    if crate::inflight::long_running(uri.path(), &query) || fe.config.request_timeout.is_zero() {
+        return probe.finish(dispatch(fe, req).await);
+    }
+    let render = render_for(fe, req.headers(), &query);
+    let resp = match tokio::time::timeout(fe.config.request_timeout, dispatch(fe, req)).await {
+        Ok(resp) => resp,
+        Err(_) => respond::status(
+            &Status::timeout(
+                "request did not complete within requested timeout - context deadline exceeded",
+            ),
+            render,
+        ),
+    };
+    probe.finish(resp)
 }
 
 /// The review resources answered here rather than by a registered type.

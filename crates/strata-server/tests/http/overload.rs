@@ -1,5 +1,6 @@
 //! Overload: beyond `--max-requests-inflight` a read is answered 429 with `Retry-After` and a
-//! Status at once, while health checks, watches and the requests already admitted go on.
+//! Status at once, while health checks, watches and the requests already admitted go on; a
+//! request slower than `--request-timeout` is answered 504.
 
 use std::time::{Duration, Instant};
 
@@ -36,8 +37,14 @@ async fn reads_beyond_the_inflight_limit_get_429() {
     assert_status(&r, 429, "TooManyRequests");
     assert_eq!(r.header("retry-after"), "1");
     let status: Value = r.json();
-    assert_eq!(status["message"], "Too many requests, please try again later.");
-    assert!(started.elapsed() < Duration::from_secs(1), "refused at once");
+    assert_eq!(
+        status["message"],
+        "Too many requests, please try again later."
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused at once"
+    );
     // Health and watches are not counted.
     assert_eq!(h.get("/readyz").await.code(), 200);
     let mut watch = s.watch("/api/v1/namespaces?watch=true").await;
@@ -50,4 +57,54 @@ async fn reads_beyond_the_inflight_limit_get_429() {
     }
     // And with the slots free, reads are served again.
     assert_eq!(h.get(list).await.code(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_slower_than_the_request_timeout_gets_504() {
+    let s = TestServer::start_with(&["--request-timeout=1s"]);
+    let h = s.http();
+    let list = "/api/v1/namespaces/default/serviceaccounts";
+    let rv: u64 = h.get(list).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let started = Instant::now();
+    // Would wait 3 s for a resourceVersion the store has not reached.
+    let r = h
+        .get(&format!(
+            "{list}?resourceVersion={}&resourceVersionMatch=NotOlderThan",
+            rv + 1_000_000
+        ))
+        .await;
+    let took = started.elapsed();
+    assert_status(&r, 504, "Timeout");
+    assert_eq!(
+        r.json()["message"],
+        "Timeout: request did not complete within requested timeout - context deadline exceeded"
+    );
+    assert!(
+        took < Duration::from_millis(2500),
+        "answered at the timeout, took {took:?}"
+    );
+    // Watches are long-running: they outlive the timeout.
+    let mut watch = s.watch("/api/v1/namespaces?watch=true").await;
+    watch.next_event().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = h
+        .post_json(
+            "/api/v1/namespaces",
+            &serde_json::json!({"metadata": {"name": "later"}}),
+        )
+        .await;
+    assert_eq!(r.code(), 201);
+    let mut seen = false;
+    for _ in 0..10 {
+        let event = watch.next_event().await;
+        if event["object"]["metadata"]["name"] == "later" {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "the watch still delivers after the timeout");
 }
