@@ -9,7 +9,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -19,15 +20,19 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use strata_object::Status;
 
 use crate::respond::Body;
+
+pub mod sharded;
+
+use self::sharded::{Counter, Gauge, Histogram};
 
 /// `apiserver_request_duration_seconds`' buckets (also those of `etcd_request_duration_seconds`).
 pub const LATENCY_BUCKETS: [f64; 23] = [
@@ -325,6 +330,8 @@ fn parse_resource_path(path: &str) -> Option<ResourcePath<'_>> {
 }
 
 /// The series of one label set (without the code): its histograms and its counters by code.
+/// Made once per label set and never freed (label sets are few and bounded: served types
+/// times verbs), so requests hold plain references and never touch a reference count.
 #[derive(Debug)]
 struct Series {
     labels: LatencyLabels,
@@ -333,40 +340,72 @@ struct Series {
     size: Option<Histogram>,
     /// Open watches.
     longrunning: Option<Gauge>,
-    codes: RwLock<Vec<(u16, Counter)>>,
+    /// The counters of the usual codes, read without a lock.
+    common: [OnceLock<Counter>; COMMON_CODES.len()],
+    others: Mutex<Vec<(u16, &'static Counter)>>,
 }
 
+/// The codes whose counters a series keeps in `Series::common`.
+const COMMON_CODES: [u16; 10] = [200, 201, 404, 409, 422, 403, 401, 410, 400, 500];
+
 impl Series {
-    fn counter(&self, code: u16, family: &Family<RequestLabels, Counter>) -> Counter {
-        let found = self
-            .codes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .find(|(c, _)| *c == code)
-            .map(|(_, counter)| counter.clone());
-        if let Some(counter) = found {
+    fn counter(&self, code: u16, family: &Family<RequestLabels, Counter>) -> &Counter {
+        let make = || {
+            let l = &self.labels;
+            family.get_or_create_owned(&RequestLabels {
+                verb: l.verb.clone(),
+                dry_run: l.dry_run.clone(),
+                group: l.group.clone(),
+                version: l.version.clone(),
+                resource: l.resource.clone(),
+                subresource: l.subresource.clone(),
+                scope: l.scope.clone(),
+                component: l.component.clone(),
+                code: code.to_string(),
+            })
+        };
+        if let Some(i) = COMMON_CODES.iter().position(|c| *c == code) {
+            return self.common[i].get_or_init(make);
+        }
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, counter)) = others.iter().find(|(c, _)| *c == code) {
             return counter;
         }
-        let l = &self.labels;
-        let counter = family.get_or_create_owned(&RequestLabels {
-            verb: l.verb.clone(),
-            dry_run: l.dry_run.clone(),
-            group: l.group.clone(),
-            version: l.version.clone(),
-            resource: l.resource.clone(),
-            subresource: l.subresource.clone(),
-            scope: l.scope.clone(),
-            component: l.component.clone(),
-            code: code.to_string(),
-        });
-        let mut codes = self.codes.write().unwrap_or_else(|e| e.into_inner());
-        if !codes.iter().any(|(c, _)| *c == code) {
-            codes.push((code, counter.clone()));
-        }
+        let counter: &'static Counter = Box::leak(Box::new(make()));
+        others.push((code, counter));
         counter
     }
 }
+
+/// A multiply-rotate hash eight bytes at a time (FxHash's), for the per-thread series cache:
+/// its keys are short and this process' own, so no keyed hash is needed.
+#[derive(Default)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let word = u64::from_le_bytes(c.try_into().unwrap_or_default());
+            h = (h.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        for b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ u64::from(*b)).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
+}
+
+type FxMap<V> = HashMap<String, V, std::hash::BuildHasherDefault<Fx>>;
+
+/// Tells one [`Metrics`] from another in the per-thread cache.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Authentication and authorization outcomes, resolved once.
 #[derive(Debug)]
@@ -394,8 +433,11 @@ pub struct Metrics {
     inflight_read_only: Gauge,
     inflight_mutating: Gauge,
     auth: AuthMetrics,
-    /// Series by their label values, each followed by `\x1f` (see `series`).
-    series: RwLock<HashMap<String, Arc<Series>>>,
+    /// Series by their label values, each followed by `\x1f` (see `series`); each thread
+    /// keeps a copy of what it used, keyed by `id` and the same values.
+    series: Mutex<HashMap<String, &'static Series>>,
+    /// This instance's number and `\x1f`, the start of its keys in the per-thread cache.
+    id: String,
 }
 
 impl Default for Metrics {
@@ -410,30 +452,30 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "apiserver_request",
-            "Counter of apiserver requests broken out for each verb, dry run value, group, \
-             version, resource, scope, component, and HTTP response code",
+            "Requests answered, by verb, dry run, group, version, resource, subresource, scope, \
+             component and HTTP status code",
             requests.clone(),
         );
         let latencies: HistogramFamily<LatencyLabels> =
             Family::new_with_constructor(latency_histogram);
         registry.register(
             "apiserver_request_duration_seconds",
-            "Response latency distribution in seconds for each verb, dry run value, group, \
-             version, resource, subresource, scope and component",
+            "Time to answer a request in seconds (for a watch, how long it was open), by verb, \
+             dry run, group, version, resource, subresource, scope and component",
             latencies.clone(),
         );
         let sizes: HistogramFamily<RouteLabels> = Family::new_with_constructor(size_histogram);
         registry.register(
             "apiserver_response_sizes",
-            "Response size distribution in bytes for each group, version, verb, resource, \
-             subresource, scope and component",
+            "Size in bytes of the answers to GET and LIST requests, by verb, group, version, \
+             resource, subresource, scope and component",
             sizes.clone(),
         );
         let longrunning = Family::<RouteLabels, Gauge>::default();
         registry.register(
             "apiserver_longrunning_requests",
-            "Gauge of all active long-running apiserver requests (watches) broken out by verb, \
-             group, version, resource, scope and component",
+            "Watches open now, by verb, group, version, resource, subresource, scope and \
+             component",
             longrunning.clone(),
         );
         let inflight = Family::<[(&'static str, &'static str); 1], Gauge>::default();
@@ -449,34 +491,33 @@ impl Metrics {
         let authn_attempts = Family::<ResultLabel, Counter>::default();
         registry.register(
             "authentication_attempts",
-            "Counter of authenticated attempts",
+            "Requests authenticated, by result: success, failure (401) or error",
             Untyped(authn_attempts.clone()),
         );
         let authn_latency: HistogramFamily<ResultLabel> =
             Family::new_with_constructor(auth_histogram);
         registry.register(
             "authentication_duration_seconds",
-            "Authentication duration in seconds broken out by result",
+            "Time to authenticate a request in seconds, by result",
             authn_latency.clone(),
         );
         let authz_attempts = Family::<ResultLabel, Counter>::default();
         registry.register(
             "authorization_attempts",
-            "Counter of authorization attempts broken down by result: allowed, denied or error",
+            "Authorization checks of requests, by result: allowed, denied or error",
             authz_attempts.clone(),
         );
         let authz_latency: HistogramFamily<ResultLabel> =
             Family::new_with_constructor(auth_histogram);
         registry.register(
             "authorization_duration_seconds",
-            "Authorization duration in seconds broken out by result",
+            "Time to authorize a request in seconds, by result",
             authz_latency.clone(),
         );
         let decisions = Family::<[(&'static str, &'static str); 3], Counter>::default();
         registry.register(
             "apiserver_authorization_decisions",
-            "Total number of terminal decisions made by an authorizer split by authorizer \
-             type, name, and decision",
+            "Decisions on requests, by the deciding authorizer's type and name and by decision",
             decisions.clone(),
         );
         let result = |r: &'static str| [("result", r)];
@@ -506,7 +547,8 @@ impl Metrics {
             inflight_read_only,
             inflight_mutating,
             auth,
-            series: RwLock::new(HashMap::new()),
+            series: Mutex::new(HashMap::new()),
+            id: format!("{}\x1f", NEXT_ID.fetch_add(1, Ordering::Relaxed)),
         }
     }
 
@@ -538,13 +580,15 @@ impl Metrics {
         &self,
         l: &Labels<'_>,
         served: impl FnOnce(&str, &str, &str) -> bool,
-    ) -> Option<Arc<Series>> {
+    ) -> Option<&'static Series> {
         thread_local! {
             static KEY: RefCell<String> = const { RefCell::new(String::new()) };
+            static SEEN: RefCell<FxMap<&'static Series>> = RefCell::new(FxMap::default());
         }
         let found = KEY.with(|key| {
             let mut key = key.borrow_mut();
             key.clear();
+            key.push_str(&self.id);
             for part in [
                 l.verb,
                 l.dry_run,
@@ -558,20 +602,39 @@ impl Metrics {
                 key.push_str(part);
                 key.push('\x1f');
             }
-            self.series
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(key.as_str())
-                .cloned()
+            SEEN.with(|seen| seen.borrow().get(key.as_str()).copied())
                 .ok_or_else(|| key.clone())
         });
         let key = match found {
             Ok(series) => return Some(series),
             Err(key) => key,
         };
-        if l.resource_request && !served(l.group, l.version, l.resource) {
-            return None;
-        }
+        let known = self
+            .series
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        let series = match known {
+            Some(series) => series,
+            None => {
+                if l.resource_request && !served(l.group, l.version, l.resource) {
+                    return None;
+                }
+                let series = self.make_series(l);
+                *self
+                    .series
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(key.clone())
+                    .or_insert(series)
+            }
+        };
+        SEEN.with(|seen| seen.borrow_mut().insert(key, series));
+        Some(series)
+    }
+
+    fn make_series(&self, l: &Labels<'_>) -> &'static Series {
         let labels = LatencyLabels {
             verb: l.verb.into(),
             dry_run: l.dry_run.into(),
@@ -591,26 +654,32 @@ impl Metrics {
             scope: l.scope.into(),
             component: l.component.into(),
         };
-        let series = Arc::new(Series {
+        Box::leak(Box::new(Series {
             latency: self.latencies.get_or_create_owned(&labels),
             size: matches!(l.verb, "GET" | "LIST").then(|| self.sizes.get_or_create_owned(&route)),
             longrunning: (l.verb == "WATCH").then(|| self.longrunning.get_or_create_owned(&route)),
             labels,
-            codes: RwLock::new(Vec::new()),
-        });
-        let mut all = self.series.write().unwrap_or_else(|e| e.into_inner());
-        Some(all.entry(key).or_insert(series).clone())
+            common: Default::default(),
+            others: Mutex::new(Vec::new()),
+        }))
     }
 
-    /// Records the outcome of authenticating a request, begun at `started`.
-    pub(crate) fn authentication<T>(&self, outcome: &Result<T, Status>, started: Instant) {
+    /// Records the outcome of authenticating a request, begun at `started`; returns when it
+    /// ended, where authorization (RBAC's cache catch-up and impersonation included) begins.
+    pub(crate) fn authentication<T>(
+        &self,
+        outcome: &Result<T, Status>,
+        started: Instant,
+    ) -> Instant {
         let i = match outcome {
             Ok(_) => 0,
             Err(s) if s.code == 401 => 1,
             Err(_) => 2,
         };
+        let now = Instant::now();
         self.auth.authn_attempts[i].inc();
-        self.auth.authn_latency[i].observe(started.elapsed().as_secs_f64());
+        self.auth.authn_latency[i].observe((now - started).as_secs_f64());
+        now
     }
 
     /// Records an authorization decision, begun at `started` (`rbac`: RBAC decided; else
@@ -626,8 +695,8 @@ impl Metrics {
         match (rbac, i) {
             (true, 0 | 1) => self.auth.decisions[i].inc(),
             (false, 0) => self.auth.decisions[2].inc(),
-            _ => 0,
-        };
+            _ => {}
+        }
     }
 
     /// The Prometheus text exposition of every metric, with `extra` (figures read at scrape
@@ -654,7 +723,7 @@ impl Metrics {
 pub(crate) struct Probe<'m> {
     metrics: &'m Metrics,
     started: Instant,
-    series: Option<Arc<Series>>,
+    series: Option<&'static Series>,
     inflight: Option<&'m Gauge>,
 }
 
@@ -662,7 +731,7 @@ impl<'m> Probe<'m> {
     fn new(
         metrics: &'m Metrics,
         started: Instant,
-        series: Option<Arc<Series>>,
+        series: Option<&'static Series>,
         kind: Kind,
     ) -> Self {
         let inflight = match kind {
@@ -683,7 +752,7 @@ impl<'m> Probe<'m> {
 
     /// Records the response (a watch when its stream ends) and hands it back.
     pub(crate) fn finish(self, resp: Response<Body>) -> Response<Body> {
-        let Some(series) = &self.series else {
+        let Some(series) = self.series else {
             return resp;
         };
         let code = resp.status().as_u16();
@@ -692,8 +761,9 @@ impl<'m> Probe<'m> {
             open.inc();
             let watch = Watch {
                 started: self.started,
-                series: series.clone(),
-                counter,
+                series,
+                code,
+                family: self.metrics.requests.clone(),
             };
             return resp.map(|inner| Tracked { inner, watch }.boxed());
         }
@@ -718,13 +788,14 @@ impl Drop for Probe<'_> {
 /// with the watch's whole duration (as kube-apiserver records a watch when it ends).
 struct Watch {
     started: Instant,
-    series: Arc<Series>,
-    counter: Counter,
+    series: &'static Series,
+    code: u16,
+    family: Family<RequestLabels, Counter>,
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.counter.inc();
+        self.series.counter(self.code, &self.family).inc();
         self.series
             .latency
             .observe(self.started.elapsed().as_secs_f64());
@@ -797,7 +868,7 @@ impl Collector for CacheCollector {
         }
         let mut e = encoder.encode_descriptor(
             "apiserver_storage_objects",
-            "Number of stored objects at the time of last check split by kind.",
+            "Objects stored per resource, as this server's watch cache holds them now.",
             None,
             MetricType::Gauge,
         )?;
@@ -820,7 +891,7 @@ impl Collector for CacheCollector {
             .collect();
         let mut e = encoder.encode_descriptor(
             "apiserver_registered_watchers",
-            "Number of currently registered watchers for a given resources.",
+            "Watchers open now per group, version and kind.",
             None,
             MetricType::Gauge,
         )?;
@@ -829,7 +900,7 @@ impl Collector for CacheCollector {
         }
         let mut e = encoder.encode_descriptor(
             "apiserver_watch_events",
-            "Number of events sent in watch clients.",
+            "Events handed to watchers per group, version and kind.",
             None,
             MetricType::Counter,
         )?;
@@ -962,7 +1033,7 @@ impl Collector for ProcessCollector {
             if let (Some(user), Some(system)) = (num(11), num(12)) {
                 let e = encoder.encode_descriptor(
                     "process_cpu_seconds",
-                    "Total user and system CPU time spent in seconds.",
+                    "CPU time the process has used, user and system, in seconds.",
                     None,
                     MetricType::Counter,
                 )?;
@@ -972,7 +1043,7 @@ impl Collector for ProcessCollector {
                 gauge(
                     &mut encoder,
                     "process_virtual_memory_bytes",
-                    "Virtual memory size in bytes.",
+                    "The process' virtual memory size in bytes.",
                     v,
                 )?;
             }
@@ -984,7 +1055,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_resident_memory_bytes",
-                "Resident memory size in bytes.",
+                "The process' resident set size in bytes.",
                 rss,
             )?;
         }
@@ -993,7 +1064,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_open_fds",
-                "Number of open file descriptors.",
+                "File descriptors the process has open.",
                 open,
             )?;
         }
@@ -1004,14 +1075,14 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 "process_max_fds",
-                "Maximum number of open file descriptors.",
+                "Most file descriptors the process may have open (its soft limit).",
                 max,
             )?;
         }
         gauge(
             &mut encoder,
             "process_start_time_seconds",
-            "Start time of the process since unix epoch in seconds.",
+            "When the process started, in seconds since the Unix epoch.",
             self.start_time,
         )
     }
@@ -1154,6 +1225,6 @@ mod tests {
         assert!(!text.contains("nothings"), "{text}");
         assert!(text.contains("apiserver_response_sizes_bucket{verb=\"GET\""));
         assert!(text.contains("apiserver_current_inflight_requests{request_kind=\"readOnly\"} 0"));
-        assert_eq!(m.series.read().unwrap().len(), 1);
+        assert_eq!(m.series.lock().unwrap().len(), 1);
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
+use strata_http::metrics::sharded::Histogram;
 use strata_store::{Changes, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store};
 
 /// The operations timed, named as kube-apiserver's etcd3 store names them.
@@ -52,7 +52,8 @@ impl StorageMetrics {
         metrics.register(|r| {
             r.register(
                 "etcd_request_duration_seconds",
-                "Storage request latency in seconds for each operation and object type",
+                "Time the storage engine took to answer a request in seconds, by operation and \
+                 resource type",
                 family.clone(),
             )
         });

@@ -117,7 +117,7 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
                 .and_then(|v| v.to_str().ok()),
         )
         .await;
-    fe.metrics.authentication(&authenticated, started);
+    let authorizing = fe.metrics.authentication(&authenticated, started);
     let user = match authenticated {
         Ok(user) => user,
         Err(s) => return respond::status(&s, render),
@@ -143,10 +143,9 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     };
     // Then permission, for what the request asks (a dry run asks the same as the real thing).
     let attrs = access::attributes(&method, &path, &query, &user);
-    let started = std::time::Instant::now();
     let decision = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs);
     fe.metrics
-        .authorization(&decision, started, fe.rbac.is_some());
+        .authorization(&decision, authorizing, fe.rbac.is_some());
     if let Err(s) = decision {
         return respond::status(&s, render);
     }
