@@ -449,8 +449,8 @@ impl Registry {
     /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
     pub(crate) fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
         let copy = doc.clone();
-        let mut obj = write::read_object(&rt.info, doc)
-            .map_err(|e| write::invalid_patch(&copy, e.why()))?;
+        let mut obj =
+            write::read_object(&rt.info, doc).map_err(|e| write::invalid_patch(&copy, e.why()))?;
         rt.strategy.decoded(&mut obj);
         Ok(obj)
     }
