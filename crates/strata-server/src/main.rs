@@ -192,12 +192,13 @@ async fn main() {
             std::process::exit(1);
         }
     };
+    let stop = shutdown_signal();
     if let Some(addr) = server.local_addr() {
         tracing::info!(%addr, url = server.url(), "serving");
         // A machine-readable line for scripts and tests that start on port 0.
         println!("strata: listening on {}", server.url());
     }
-    server.run(shutdown_signal()).await;
+    server.run(stop).await;
     tracing::info!("stopped");
 }
 
@@ -279,27 +280,46 @@ async fn debug(command: DebugCommand) -> i32 {
     }
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Installs the SIGINT and SIGTERM handlers now (before the listening line is printed, so a
+/// signal sent as soon as it is seen stops the server cleanly instead of killing it) and returns
+/// a future that completes on the first of them.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (mut int, mut term) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async move {
+        #[cfg(unix)]
+        {
+            let int = async {
+                match int.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let term = async {
+                match term.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = int => {},
+                _ = term => {},
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
     }
-    tracing::info!("shutting down");
 }
 
 #[cfg(test)]
