@@ -56,6 +56,9 @@ pub struct CrdController {
     /// CRDs whose deletion this replica's watch has seen (until one of the name comes back):
     /// a catch-up that read them just before never serves them again.
     gone: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Set once the types of the stored CRDs are served and the controller follows the CRDs'
+    /// changes (its first watch is open): what `/readyz`'s `informer-sync` waits for.
+    synced: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for CrdController {
@@ -73,6 +76,7 @@ impl CrdController {
             crds,
             served: Default::default(),
             gone: Default::default(),
+            synced: Default::default(),
         })
     }
 
@@ -131,6 +135,12 @@ impl CrdController {
         }
     }
 
+    /// Whether the stored CRDs' types are served ([`CrdController::serve_existing`]) and the
+    /// controller follows the CRDs ([`CrdController::run`] opened its watch).
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Runs until the task is dropped or aborted.
     pub async fn run(self: Arc<Self>) {
         let mut queue = Queue::new(RETRY, MAX_BACKOFF);
@@ -140,7 +150,10 @@ impl CrdController {
                 .watch(self.crds.clone(), "", &WatchOptions::default())
                 .await
             {
-                Ok(s) => s,
+                Ok(s) => {
+                    self.synced.store(true, std::sync::atomic::Ordering::SeqCst);
+                    s
+                }
                 Err(e) => {
                     tracing::warn!(error = %e.message, "crd controller: cannot watch CRDs");
                     tokio::time::sleep(RETRY).await;
