@@ -5,6 +5,7 @@
 //! Status (also the registry); it only renders what it is given.
 
 mod access;
+pub mod audit;
 mod discovery;
 mod handlers;
 mod inflight;
@@ -97,6 +98,8 @@ pub struct Frontend {
     authenticator: Authenticator,
     /// What `/metrics` shows; requests are recorded in `handlers::route`.
     metrics: Arc<Metrics>,
+    /// Auditing (`--audit-policy-file`); `None`, the default, records nothing.
+    audit: Option<Arc<audit::Auditor>>,
 }
 
 impl std::fmt::Debug for Frontend {
@@ -146,7 +149,14 @@ impl Frontend {
             rbac: None,
             authenticator,
             metrics: Arc::new(Metrics::new()),
+            audit: None,
         }
+    }
+
+    /// Audits requests with `auditor` (its policy and log backend).
+    pub fn with_audit(mut self, auditor: audit::Auditor) -> Self {
+        self.audit = Some(Arc::new(auditor));
+        self
     }
 
     /// Records requests in `metrics` (which the server composition may have added its own
@@ -183,8 +193,11 @@ impl Frontend {
     }
 
     /// Handles one request; never fails (errors are rendered as Status responses).
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
-        let id = uuid::Uuid::new_v4().to_string();
+    pub async fn handle(&self, mut req: Request<Incoming>) -> Response<Body> {
+        let id = audit::audit_id(req.headers());
+        if let Some(auditor) = &self.audit {
+            audit::begin(auditor, &mut req, &id);
+        }
         let method = req.method().clone();
         let path = req.uri().path().to_string();
         let gzip = self.config.compression && respond::accepts_gzip(req.headers());
@@ -233,7 +246,8 @@ pub async fn serve(
                 };
                 let _ = stream.set_nodelay(true);
                 let frontend = frontend.clone();
-                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                    audit::note_peer(frontend.audit.is_some(), &mut req, peer);
                     let frontend = frontend.clone();
                     async move { Ok::<_, Infallible>(frontend.handle(req).await) }
                 });

@@ -51,6 +51,33 @@ pub enum LogFormat {
     Json,
 }
 
+/// When a request waits for its audit events to be written (`--audit-log-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AuditLogMode {
+    /// The response waits until its events are in the log (kube-apiserver's default for the
+    /// log), at most a few seconds.
+    #[default]
+    Blocking,
+    /// Events are queued and written in the background; a full queue drops them.
+    Batch,
+}
+
+/// The audit log's settings (kube-apiserver's `--audit-*` flags).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// The `audit.k8s.io/v1` Policy; without one nothing is audited.
+    pub policy_file: Option<PathBuf>,
+    /// Where events are written; `-` is stdout. Without it nothing is audited.
+    pub log_path: Option<String>,
+    /// Megabytes a log file may reach before it is rotated (0: lumberjack's 100).
+    pub log_maxsize: u64,
+    /// Rotated files kept (0: all).
+    pub log_maxbackup: usize,
+    /// Days a rotated file is kept (0: no limit).
+    pub log_maxage: u64,
+    pub log_mode: AuditLogMode,
+}
+
 /// The settings of one server.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -108,6 +135,9 @@ pub struct Config {
     /// Kubernetes' `EncryptionConfiguration` (`--encryption-provider-config`): which resources
     /// are encrypted at rest, with which providers and keys.
     pub encryption_provider_config: Option<PathBuf>,
+    /// The audit log: which requests are recorded how (`--audit-policy-file`), and where and
+    /// how the events are written (`--audit-log-*`).
+    pub audit: AuditConfig,
     /// How log lines are written (`--log-format`); the `strata` binary sets up logging with it
     /// before it starts the server.
     pub log_format: LogFormat,
@@ -158,6 +188,7 @@ impl Default for Config {
             tls_cert_file: None,
             tls_private_key_file: None,
             encryption_provider_config: None,
+            audit: AuditConfig::default(),
             log_format: LogFormat::Text,
         }
     }
@@ -429,6 +460,75 @@ pub struct ServeFlags {
     )]
     insecure_http: bool,
 
+    /// The audit policy (an audit.k8s.io/v1 Policy, YAML or JSON): which requests are recorded
+    /// in the audit log, and at which level. Without it nothing is audited.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "STRATA_AUDIT_POLICY_FILE",
+        help_heading = heading::AUDITING
+    )]
+    audit_policy_file: Option<PathBuf>,
+    /// Where audit events are written, one JSON line each; - writes them to stdout. Without it
+    /// nothing is audited.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "STRATA_AUDIT_LOG_PATH",
+        help_heading = heading::AUDITING
+    )]
+    audit_log_path: Option<String>,
+    /// Size in megabytes at which the audit log is rotated (0: 100).
+    #[arg(
+        long,
+        value_name = "MB",
+        default_value_t = 0,
+        env = "STRATA_AUDIT_LOG_MAXSIZE",
+        help_heading = heading::AUDITING
+    )]
+    audit_log_maxsize: u64,
+    /// How many rotated audit logs are kept (0: all of them).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        env = "STRATA_AUDIT_LOG_MAXBACKUP",
+        help_heading = heading::AUDITING
+    )]
+    audit_log_maxbackup: usize,
+    /// For how many days rotated audit logs are kept, judged by the time in their names (0: no
+    /// limit).
+    #[arg(
+        long,
+        value_name = "DAYS",
+        default_value_t = 0,
+        env = "STRATA_AUDIT_LOG_MAXAGE",
+        help_heading = heading::AUDITING
+    )]
+    audit_log_maxage: u64,
+    /// How audit events are written: json (one audit.k8s.io/v1 Event per line; the only format
+    /// Strata writes).
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "json",
+        value_parser = audit_log_format,
+        env = "STRATA_AUDIT_LOG_FORMAT",
+        help_heading = heading::AUDITING
+    )]
+    audit_log_format: String,
+    /// blocking: a response waits until its audit events are written (a few seconds at most);
+    /// batch: events are queued and written in the background, dropped when the queue is full.
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "blocking",
+        value_parser = audit_log_mode,
+        env = "STRATA_AUDIT_LOG_MODE",
+        help_heading = heading::AUDITING
+    )]
+    audit_log_mode: AuditLogMode,
+
     /// Requests without credentials act as system:anonymous; when false they are answered 401.
     #[arg(
         long,
@@ -600,6 +700,25 @@ fn duration(value: &str) -> Result<Duration, String> {
     parse_duration(value).map_err(|_| "expected a duration such as 300ms, 5s, 5m or 1h30m".into())
 }
 
+/// `--audit-log-format`: json; kube-apiserver's legacy text format is refused.
+fn audit_log_format(value: &str) -> Result<String, String> {
+    match value {
+        "json" => Ok(value.into()),
+        "legacy" => Err("the legacy format is not supported: Strata writes json".into()),
+        _ => Err("expected json".into()),
+    }
+}
+
+/// `--audit-log-mode`: blocking or batch (kube-apiserver's blocking-strict is refused).
+fn audit_log_mode(value: &str) -> Result<AuditLogMode, String> {
+    match value {
+        "blocking" => Ok(AuditLogMode::Blocking),
+        "batch" => Ok(AuditLogMode::Batch),
+        "blocking-strict" => Err("blocking-strict is not supported: use blocking or batch".into()),
+        _ => Err("expected blocking or batch".into()),
+    }
+}
+
 /// A positive count flag.
 fn positive(value: &str) -> Result<usize, String> {
     match value.parse::<usize>() {
@@ -702,6 +821,14 @@ impl ServeFlags {
         c.tls_cert_file = self.tls_cert_file;
         c.tls_private_key_file = self.tls_private_key_file;
         c.insecure_http = self.insecure_http;
+        c.audit = AuditConfig {
+            policy_file: self.audit_policy_file,
+            log_path: self.audit_log_path.filter(|p| !p.is_empty()),
+            log_maxsize: self.audit_log_maxsize,
+            log_maxbackup: self.audit_log_maxbackup,
+            log_maxage: self.audit_log_maxage,
+            log_mode: self.audit_log_mode,
+        };
         c.anonymous_auth = self.anonymous_auth;
         c.token_auth_file = self.token_auth_file;
         c.service_account_issuer = self.service_account_issuer;
@@ -1134,5 +1261,52 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.watch_buffer_size, 3);
         println!("env child checked");
+    }
+
+    /// The auditing flags, under kube-apiserver's names and defaults.
+    #[test]
+    fn audit_flags() {
+        let none: [&str; 0] = [];
+        let c = Config::from_args(none).unwrap();
+        assert_eq!(c.audit, AuditConfig::default());
+        assert_eq!(c.audit.log_mode, AuditLogMode::Blocking);
+        let c = Config::from_args([
+            "--audit-policy-file=/policy.yaml",
+            "--audit-log-path",
+            "-",
+            "--audit-log-maxsize=5",
+            "--audit-log-maxbackup=3",
+            "--audit-log-maxage=7",
+            "--audit-log-format=json",
+            "--audit-log-mode=batch",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.audit,
+            AuditConfig {
+                policy_file: Some(PathBuf::from("/policy.yaml")),
+                log_path: Some("-".into()),
+                log_maxsize: 5,
+                log_maxbackup: 3,
+                log_maxage: 7,
+                log_mode: AuditLogMode::Batch,
+            }
+        );
+        for (arg, words) in [
+            (
+                "--audit-log-format=legacy",
+                "the legacy format is not supported",
+            ),
+            (
+                "--audit-log-mode=blocking-strict",
+                "blocking-strict is not supported",
+            ),
+            ("--audit-log-mode=later", "expected blocking or batch"),
+            ("--audit-log-maxsize=-1", "--audit-log-maxsize"),
+        ] {
+            let e = Config::from_args([arg]).unwrap_err().to_string();
+            let flag = arg.split('=').next().unwrap();
+            assert!(e.contains(flag) && e.contains(words), "{arg}: {e}");
+        }
     }
 }

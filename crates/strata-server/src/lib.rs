@@ -1,6 +1,7 @@
 //! The composition root of Strata: opens the configured store, registers the built-in types,
 //! creates the bootstrap namespaces, runs the compactor and serves HTTP until shutdown.
 
+pub mod audit_log;
 pub mod config;
 pub mod pki;
 pub mod snapshot;
@@ -214,8 +215,14 @@ impl Server {
             Some(path) => Some(EncryptionConfig::load(path)?),
             None => None,
         };
+        // A bad audit policy stops the server before it touches anything.
+        let audit_policy = match &config.audit.policy_file {
+            Some(path) => Some(strata_http::audit::Policy::load(path)?),
+            None => None,
+        };
         // Every request to the engine is timed for /metrics (etcd_request_duration_seconds).
         let metrics = Arc::new(strata_http::Metrics::new());
+        let audit_metrics = strata_http::audit::AuditMetrics::register(&metrics);
         let store: Arc<dyn Store> = Arc::new(storage_metrics::TimedStore::new(
             open_store(&config).await?,
             storage_metrics::StorageMetrics::new(&metrics),
@@ -315,6 +322,9 @@ impl Server {
                 token_file,
             })
             .with_metrics(metrics);
+        if let Some(auditor) = audit_log::auditor(&config.audit, audit_policy, audit_metrics)? {
+            frontend = frontend.with_audit(auditor);
+        }
         if config.authorization_mode == AuthorizationMode::Rbac {
             frontend = frontend.with_rbac(Arc::new(RbacAuthorizer::new(registry.clone())));
         }

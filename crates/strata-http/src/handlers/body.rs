@@ -79,8 +79,20 @@ pub(crate) async fn body_bytes(fe: &Frontend, req: Request<Incoming>) -> Result<
             return Err(Status::too_large(limit));
         }
     }
+    // The request's audit keeps the body when its level records it.
+    let audit = crate::audit::of(&req).map(|a| {
+        (
+            a,
+            header_str(req.headers(), header::CONTENT_TYPE).to_string(),
+        )
+    });
     match read_body(req.into_body(), limit).await {
-        Ok(Some(b)) => Ok(b),
+        Ok(Some(b)) => {
+            if let Some((audit, content_type)) = audit {
+                audit.note_body(&b, &content_type);
+            }
+            Ok(b)
+        }
         Ok(None) => Err(Status::too_large(limit)),
         Err(e) => Err(Status::bad_request(format!(
             "failed to read the request body: {e}"

@@ -56,10 +56,15 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         .start(method, uri.path(), uri.query(), req.headers(), |g, v, r| {
             fe.registry.lookup(g, v, r).is_some() || is_review(g, v, r)
         });
+    // The request's audit (`--audit-policy-file`); `None` when auditing is off.
+    let audit = crate::audit::of(&req);
+    let _panicking = crate::audit::PanicGuard(audit.clone());
     // Every request but the long-running ones (watches) has `--request-timeout` to finish.
     let query = Query::parse(uri.query());
-    if crate::inflight::long_running(uri.path(), &query) || fe.config.request_timeout.is_zero() {
-        return probe.finish(dispatch(fe, req).await);
+    let long_running = crate::inflight::long_running(uri.path(), &query);
+    if long_running || fe.config.request_timeout.is_zero() {
+        let resp = dispatch(fe, req).await;
+        return probe.finish(audited(audit, resp, long_running).await);
     }
     let render = render_for(fe, req.headers(), &query);
     let resp = match tokio::time::timeout(fe.config.request_timeout, dispatch(fe, req)).await {
@@ -71,7 +76,19 @@ pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             render,
         ),
     };
-    probe.finish(resp)
+    probe.finish(audited(audit, resp, false).await)
+}
+
+/// Completes the request's audit, if it has one, with its response.
+async fn audited(
+    audit: Option<crate::audit::Handle>,
+    resp: Response<Body>,
+    long_running: bool,
+) -> Response<Body> {
+    match audit {
+        Some(audit) => audit.finish(resp, long_running).await,
+        None => resp,
+    }
 }
 
 /// The review resources answered here rather than by a registered type.
@@ -100,11 +117,20 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         }
     };
     let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    let audit = crate::audit::of(&req);
     if let Some(resp) = health::answer(fe, &path, &query).await {
+        if let Some(audit) = &audit {
+            audit_unauthenticated_path(fe, &req, audit, &query).await;
+        }
         return get_only(resp);
     }
     match path.as_str() {
-        "/version" | "/version/" => return get_only(version(fe, render)),
+        "/version" | "/version/" => {
+            if let Some(audit) = &audit {
+                audit_unauthenticated_path(fe, &req, audit, &query).await;
+            }
+            return get_only(version(fe, render));
+        }
         _ => {}
     }
     // Everything else needs an identity: a valid token, or anonymous access where allowed.
@@ -120,8 +146,19 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let authorizing = fe.metrics.authentication(&authenticated, started);
     let user = match authenticated {
         Ok(user) => user,
-        Err(s) => return respond::status(&s, render),
+        Err(s) => {
+            if let Some(audit) = &audit {
+                let nobody = strata_auth::UserInfo::default();
+                audit.unauthenticated(&access::attributes(&method, &path, &query, &nobody));
+            }
+            return respond::status(&s, render);
+        }
     };
+    if let Some(audit) = &audit {
+        audit
+            .authenticated(&access::attributes(&method, &path, &query, &user))
+            .await;
+    }
     if let Some(rbac) = &fe.rbac {
         rbac.catch_up().await;
     }
@@ -130,6 +167,11 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         Ok(user) => user,
         Err(s) => return respond::status(&s, render),
     };
+    if let Some(audit) = &audit {
+        if req.headers().contains_key("impersonate-user") {
+            audit.impersonated(&user);
+        }
+    }
     // Overload: beyond the in-flight limits, 429 at once (watches and system:masters exempt).
     let _slot = if crate::inflight::long_running(&path, &query)
         || user.groups.iter().any(|g| g == "system:masters")
@@ -146,6 +188,10 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let decision = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs);
     fe.metrics
         .authorization(&decision, authorizing, fe.rbac.is_some());
+    if let Some(audit) = &audit {
+        // Strata's authorizers give no reason with their decisions.
+        audit.authorized(decision.is_ok(), "");
+    }
     if let Err(s) = decision {
         return respond::status(&s, render);
     }
@@ -256,6 +302,27 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         }
         None => respond::text(404, "404 page not found\n"),
     }
+}
+
+/// Health checks and `/version` are answered without authentication; when auditing, the policy
+/// still sees who asked (anonymous when the credentials do not authenticate).
+async fn audit_unauthenticated_path(
+    fe: &Frontend,
+    req: &Request<Incoming>,
+    audit: &crate::audit::Handle,
+    query: &Query,
+) {
+    let user = fe
+        .authenticator
+        .authenticate(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        )
+        .await
+        .unwrap_or_else(|_| strata_auth::UserInfo::anonymous());
+    let attrs = access::attributes(req.method(), req.uri().path(), query, &user);
+    audit.authenticated(&attrs).await;
 }
 
 /// Whether `path` may need a type defined at run time that this replica does not serve yet:

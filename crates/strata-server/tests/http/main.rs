@@ -4,6 +4,7 @@
 
 mod common;
 
+mod audit;
 mod authn;
 mod cbor;
 mod cli;
