@@ -935,7 +935,7 @@ impl Handle {
             return resp.map(|inner| Tracked { inner, guard }.boxed());
         }
         let (resp, status, object) = read_response(resp, level == Level::RequestResponse).await;
-        let line = {
+        let (started, complete) = {
             let mut r = self.lock();
             r.progress = Progress::Done;
             r.event.response_status = Some(status);
@@ -945,9 +945,17 @@ impl Handle {
                 }
                 r.event.response_object = Some(object);
             }
-            stage_line(&mut r, Stage::ResponseComplete)
+            // A watch refused (403, 410...) still has its response start, as in Kubernetes,
+            // whose long-running requests record the stage whatever the code.
+            let started = if long_running {
+                stage_line(&mut r, Stage::ResponseStarted)
+            } else {
+                None
+            };
+            (started, stage_line(&mut r, Stage::ResponseComplete))
         };
-        self.send(line).await;
+        self.send(started).await;
+        self.send(complete).await;
         resp
     }
 

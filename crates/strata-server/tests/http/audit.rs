@@ -1,5 +1,5 @@
 //! The audit log against the real binary: a policy file and a log path, a scripted sequence of
-//! requests (writes, a read, a 403, impersonation, a 401, watches, a health check, a client's
+//! requests (writes, a read, 403s, impersonation, a 401, watches, a health check, a client's
 //! Audit-ID), and the exact `audit.k8s.io/v1` Events the log then holds; size-based rotation
 //! with lumberjack's backup names; a bad policy stops the server with the file and the problem.
 //! On etcd every request goes to one replica, whose log is the one read (each replica writes
@@ -237,10 +237,20 @@ async fn a_scripted_sequence_leaves_exactly_the_expected_events() {
     // 8. /version matches no rule: nothing recorded.
     let r = send("GET", "/version", None, admin()).await;
     assert_eq!(r.code(), 200);
+    // 9. Alice may not watch ConfigMaps: a watch's response starts even when it is a 403.
+    let r = send(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?watch=true",
+        None,
+        vec![("authorization", "Bearer alice-token".into())],
+    )
+    .await;
+    assert_eq!(r.code(), 403);
+    let watch_forbidden = r.json();
     let before_watch = events(log).len();
-    assert_eq!(before_watch, 6, "{:#?}", events(log));
+    assert_eq!(before_watch, 8, "{:#?}", events(log));
 
-    // 9. A watch of ServiceAccounts: RequestReceived, ResponseStarted, and ResponseComplete
+    // 10. A watch of ServiceAccounts: RequestReceived, ResponseStarted, and ResponseComplete
     // when it ends.
     let opts = WatchOptions {
         headers: vec![("authorization".into(), ADMIN.into())],
@@ -256,19 +266,20 @@ async fn a_scripted_sequence_leaves_exactly_the_expected_events() {
     let watch_id = w.header("audit-id").to_string();
     w.until_end(Duration::from_secs(10)).await;
     drop(w);
-    let all = wait_for_events(log, 9).await;
-    assert_eq!(all.len(), 9, "{all:#?}");
+    let all = wait_for_events(log, 11).await;
+    assert_eq!(all.len(), 11, "{all:#?}");
 
     // The IDs are the responses' Audit-Id headers.
     assert_eq!(all[0]["auditID"], secret_id);
     assert_eq!(all[3]["auditID"], "client-chosen-id");
-    for e in &all[6..9] {
+    assert_eq!(all[6]["auditID"], all[7]["auditID"]);
+    for e in &all[8..11] {
         assert_eq!(e["auditID"], watch_id);
     }
     let ids: Vec<&str> = all.iter().map(|e| e["auditID"].as_str().unwrap()).collect();
-    assert!(ids[..6].iter().all(|id| !id.is_empty()));
-    let distinct: std::collections::BTreeSet<&str> = ids[..6].iter().copied().collect();
-    assert_eq!(distinct.len(), 6, "{ids:?}");
+    assert!(ids[..7].iter().all(|id| !id.is_empty()));
+    let distinct: std::collections::BTreeSet<&str> = ids[..7].iter().copied().collect();
+    assert_eq!(distinct.len(), 7, "{ids:?}");
 
     let ip = json!(["127.0.0.1"]);
     let mut response_object = created.clone();
@@ -355,16 +366,33 @@ async fn a_scripted_sequence_leaves_exactly_the_expected_events() {
         e
     };
     let mut expected = expected;
+    let refused = |stage: &str| {
+        json!({
+            "level": "RequestResponse", "stage": stage,
+            "requestURI": "/api/v1/namespaces/default/configmaps?watch=true", "verb": "watch",
+            "user": {"username": "alice", "uid": "2", "groups": ["system:authenticated"]},
+            "sourceIPs": ip,
+            "objectRef": {"resource": "configmaps", "namespace": "default", "apiVersion": "v1"},
+            "responseStatus": {"metadata": {}, "status": "Failure",
+                               "message": watch_forbidden["message"], "reason": "Forbidden",
+                               "details": watch_forbidden["details"], "code": 403},
+            "responseObject": watch_forbidden,
+            "annotations": {"authorization.k8s.io/decision": "forbid",
+                            "authorization.k8s.io/reason": ""},
+        })
+    };
+    expected.push(refused("ResponseStarted"));
+    expected.push(refused("ResponseComplete"));
     expected.push(watch_event("RequestReceived", false));
     // RequestReceived comes before authorization: no decision yet.
-    expected[6].as_object_mut().unwrap().remove("annotations");
+    expected[8].as_object_mut().unwrap().remove("annotations");
     expected.push(watch_event("ResponseStarted", true));
     expected.push(watch_event("ResponseComplete", true));
     for (i, (got, want)) in all.iter().zip(&expected).enumerate() {
         assert_eq!(fixed(got), *want, "event {i}");
     }
     // A RequestReceived event's stage time is the time the request was received.
-    assert_eq!(all[6]["stageTimestamp"], all[6]["requestReceivedTimestamp"]);
+    assert_eq!(all[8]["stageTimestamp"], all[8]["requestReceivedTimestamp"]);
 
     // The counters: every event handed to the log, one level per request that reached the
     // policy.
@@ -375,7 +403,7 @@ async fn a_scripted_sequence_leaves_exactly_the_expected_events() {
     let value = |name: &str, labels: &[(&str, &str)]| {
         crate::common::metric_value(&text, name, labels).unwrap_or(0.0)
     };
-    assert_eq!(value("apiserver_audit_event_total", &[]), 9.0, "{text}");
+    assert_eq!(value("apiserver_audit_event_total", &[]), 11.0, "{text}");
     assert_eq!(
         value("apiserver_audit_level_total", &[("level", "Metadata")]),
         5.0
@@ -385,7 +413,7 @@ async fn a_scripted_sequence_leaves_exactly_the_expected_events() {
             "apiserver_audit_level_total",
             &[("level", "RequestResponse")]
         ),
-        2.0
+        3.0
     );
     assert_eq!(
         value("apiserver_audit_error_total", &[("plugin", "log")]),
