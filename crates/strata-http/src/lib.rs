@@ -8,6 +8,7 @@ mod access;
 pub mod audit;
 mod discovery;
 mod handlers;
+pub mod httplog;
 mod inflight;
 pub mod metrics;
 pub mod negotiate;
@@ -198,8 +199,7 @@ impl Frontend {
         if let Some(auditor) = &self.audit {
             audit::begin(auditor, &mut req, &id);
         }
-        let method = req.method().clone();
-        let path = req.uri().path().to_string();
+        httplog::note_audit_id(&mut req, &id);
         let gzip = self.config.compression && respond::accepts_gzip(req.headers());
         let mut resp = handlers::route(self, req).await;
         if gzip && resp.extensions().get::<respond::Compressible>().is_some() {
@@ -211,7 +211,6 @@ impl Frontend {
         if let Ok(v) = HeaderValue::from_str(&id) {
             h.insert("audit-id", v);
         }
-        tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
         resp
     }
 }
@@ -247,6 +246,7 @@ pub async fn serve(
                 let _ = stream.set_nodelay(true);
                 let frontend = frontend.clone();
                 let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                    httplog::note_peer(&mut req, peer);
                     audit::note_peer(frontend.audit.is_some(), &mut req, peer);
                     let frontend = frontend.clone();
                     async move { Ok::<_, Infallible>(frontend.handle(req).await) }

@@ -195,6 +195,21 @@ fn labels<'a>(
     Some((labels, kind))
 }
 
+/// A request's verb as its metrics name it (LIST, WATCH, APPLY...), for its log line; any
+/// path has one.
+pub(crate) fn verb(
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> &'static str {
+    match labels(method, path, query, headers) {
+        Some((labels, _)) => labels.verb,
+        None if *method == Method::HEAD => "GET",
+        None => other_verb(method),
+    }
+}
+
 fn other_verb(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",

@@ -141,6 +141,9 @@ pub struct Config {
     /// How log lines are written (`--log-format`); the `strata` binary sets up logging with it
     /// before it starts the server.
     pub log_format: LogFormat,
+    /// How much is logged (`-v`/`--v`, klog's verbosity levels, default 0): from 3 on, one
+    /// line per request; from 5 on, debug lines; from 7 on, everything. `RUST_LOG` wins.
+    pub verbosity: u8,
 }
 
 impl Config {
@@ -190,6 +193,7 @@ impl Default for Config {
             encryption_provider_config: None,
             audit: AuditConfig::default(),
             log_format: LogFormat::Text,
+            verbosity: 0,
         }
     }
 }
@@ -580,6 +584,18 @@ pub struct ServeFlags {
         help_heading = heading::LOGS
     )]
     log_format: LogFormat,
+    /// Log verbosity, as kube-apiserver's klog levels: 0 to 2 log what the server does, 3 and
+    /// up add one line per request (verb, URI, user, status, latency, size), 5 and up debug
+    /// lines, 7 and up everything. RUST_LOG, when set, overrides it.
+    #[arg(
+        short = 'v',
+        long = "v",
+        value_name = "LEVEL",
+        default_value_t = 0,
+        env = "STRATA_V",
+        help_heading = heading::LOGS
+    )]
+    v: u8,
 
     /// How long a list's continue token stays valid.
     #[arg(
@@ -834,6 +850,7 @@ impl ServeFlags {
         c.service_account_issuer = self.service_account_issuer;
         c.authorization_mode = self.authorization_mode;
         c.log_format = self.log_format;
+        c.verbosity = self.v;
         c.continue_token_lifetime = self.continue_token_lifetime;
         c.watch_bookmark_interval = self.watch_bookmark_interval;
         c.watch_buffer_size = self.watch_buffer_size;
@@ -925,6 +942,7 @@ mod tests {
         assert_eq!(c.tls_private_key_file, d.tls_private_key_file);
         assert_eq!(c.encryption_provider_config, d.encryption_provider_config);
         assert_eq!(c.log_format, d.log_format);
+        assert_eq!(c.verbosity, 0);
         let gates: BTreeMap<String, bool> = KNOWN_GATES
             .iter()
             .map(|(g, on)| (g.to_string(), *on))
@@ -968,6 +986,7 @@ mod tests {
             "--tls-private-key-file=/tls.key",
             "--encryption-provider-config=/enc.yaml",
             "--log-format=json",
+            "--v=3",
         ])
         .unwrap();
         assert_eq!(c.listen, "127.0.0.1:0".parse().unwrap());
@@ -1000,6 +1019,9 @@ mod tests {
             Some(PathBuf::from("/enc.yaml"))
         );
         assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.verbosity, 3);
+        assert_eq!(parse(&["-v", "4"]).unwrap().verbosity, 4);
+        assert_eq!(parse(&["-v5"]).unwrap().verbosity, 5);
 
         let c = parse(&["--bind-address", "0.0.0.0:7443", "--storage-backend=memory"]).unwrap();
         assert_eq!(c.listen, "0.0.0.0:7443".parse().unwrap());
@@ -1102,6 +1124,7 @@ mod tests {
                 "'--log-format <FORMAT>'",
                 "text, json",
             ),
+            (&["--v=loud"], "'--v <LEVEL>'", "invalid digit"),
             (
                 &["--feature-gates=Nope=true"],
                 "'--feature-gates <NAME=BOOL[,...]>'",

@@ -80,6 +80,11 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
                     }
                 }
             };
+            tracing::info!(
+                endpoints = %config.etcd_servers.join(","),
+                prefix = %config.etcd_prefix,
+                "opened the etcd store"
+            );
             Arc::new(store)
         }
         Backend::RocksDb => {
@@ -96,6 +101,8 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
                     config.data_dir.display()
                 )
             })?;
+            let path = config.data_dir.join("store");
+            tracing::info!(path = %path.display(), "opened the RocksDB store");
             Arc::new(store)
         }
     })

@@ -170,11 +170,11 @@ async fn main() {
         None => cli.serve,
         Some(Command::Serve { flags }) => *flags,
         Some(Command::Snapshot(command)) => {
-            init_logging(LogFormat::Text);
+            init_logging(LogFormat::Text, 0);
             std::process::exit(snapshot(command).await);
         }
         Some(Command::Debug(command)) => {
-            init_logging(LogFormat::Text);
+            init_logging(LogFormat::Text, 0);
             std::process::exit(debug(command).await);
         }
     };
@@ -184,7 +184,8 @@ async fn main() {
             .format(&mut <Cli as clap::CommandFactory>::command())
             .exit(),
     };
-    init_logging(config.log_format);
+    init_logging(config.log_format, config.verbosity);
+    log_settings(&config);
     let server = match Server::start(config).await {
         Ok(s) => s,
         Err(e) => {
@@ -202,10 +203,27 @@ async fn main() {
     tracing::info!("stopped");
 }
 
-/// Logs to stderr in `format`, at the levels `RUST_LOG` names (default `info`).
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// The log filter of a klog verbosity (`-v`): 0 to 2 the server's own INFO lines, 3 and 4 the
+/// request lines too (DEBUG events of `strata_http::httplog`), 5 and 6 every DEBUG line of
+/// Strata's crates, 7 and up TRACE for Strata's crates and DEBUG for the libraries.
+fn verbosity_filter(v: u8) -> String {
+    match v {
+        0..=2 => "info".into(),
+        3..=4 => format!("info,{}=debug", strata_http::httplog::TARGET),
+        5..=6 => "info,strata=debug".into(),
+        _ => "debug,strata=trace".into(),
+    }
+}
+
+/// Logs to stderr in `format`, at the levels `RUST_LOG` names when it is set (and valid),
+/// otherwise at those of the verbosity `v`.
+fn init_logging(format: LogFormat, v: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|directives| !directives.trim().is_empty())
+        .and_then(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new(verbosity_filter(v)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -218,6 +236,43 @@ fn init_logging(format: LogFormat) {
         // `level` and `target`.
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+}
+
+/// The startup line: the version, the store (its engine and where it is), the address to
+/// serve on, the data directory, the feature gates and the log verbosity.
+fn log_settings(config: &strata_server::Config) {
+    use strata_server::Backend;
+    let gates = config
+        .feature_gates
+        .iter()
+        .map(|(gate, on)| format!("{gate}={on}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let backend = match config.backend {
+        Backend::RocksDb => "rocksdb",
+        Backend::Memory => "memory",
+        Backend::Etcd => "etcd",
+    };
+    let store = match config.backend {
+        Backend::RocksDb => config.data_dir.join("store").display().to_string(),
+        Backend::Memory => "memory (lost at exit)".into(),
+        Backend::Etcd => format!(
+            "{} under {}",
+            config.etcd_servers.join(","),
+            config.etcd_prefix
+        ),
+    };
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        backend,
+        store = %store,
+        etcd_servers = %config.etcd_servers.join(","),
+        listen = %config.listen,
+        data_dir = %config.data_dir.display(),
+        feature_gates = %gates,
+        verbosity = config.verbosity,
+        "starting"
+    );
 }
 
 /// `strata snapshot save|restore FILE [storage flags]`; returns the exit code.

@@ -49,7 +49,21 @@ fn render_for(fe: &Frontend, headers: &HeaderMap, query: &Query) -> Render {
 
 /// Routes one request to discovery, OpenAPI, health or a resource handler, and records it in
 /// the request metrics.
-pub async fn route(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
+pub async fn route(fe: &Frontend, mut req: Request<Incoming>) -> Response<Body> {
+    // The request's log line (`-v=3`); `None`, at the cost of one check, when it is off.
+    let line = crate::httplog::Line::start(&mut req, |r| {
+        let uri = r.uri();
+        crate::metrics::verb(r.method(), uri.path(), uri.query(), r.headers())
+    });
+    let resp = measured(fe, req).await;
+    if let Some(line) = line {
+        line.finish(&resp);
+    }
+    resp
+}
+
+/// Serves the request within `--request-timeout` and records it in the metrics.
+async fn measured(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let (method, uri) = (req.method(), req.uri());
     let probe = fe
         .metrics
@@ -159,6 +173,7 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             .authenticated(&access::attributes(&method, &path, &query, &user))
             .await;
     }
+    crate::httplog::note_user(&req, &user.name);
     if let Some(rbac) = &fe.rbac {
         rbac.catch_up().await;
     }

@@ -1,7 +1,8 @@
 //! The `strata` command line, run as the real binary: `--help` groups the flags as
 //! kube-apiserver does, `--version`, bad flags and values exit 2 naming the flag, `STRATA_*`
-//! environment variables set flags (observed on a started server), and `--log-format json`
-//! writes the server's log lines as JSON objects.
+//! environment variables set flags (observed on a started server), `--log-format json`
+//! writes the server's log lines as JSON objects, `-v=3` adds one line per request, and the
+//! startup lines name the store, the address, the data directory and the feature gates.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -86,6 +87,7 @@ fn help_lists_every_group_and_flag_and_version_prints_it() {
         ("--token-auth-file <FILE>", "Authentication flags:"),
         ("--authorization-mode <MODE>", "Authorization flags:"),
         ("--log-format <FORMAT>", "Logs flags:"),
+        ("-v, --v <LEVEL>", "Logs flags:"),
         ("--watch-buffer-size <N>", "Misc flags:"),
         ("--version", "Global flags:"),
     ];
@@ -386,4 +388,240 @@ async fn log_format_json_writes_json_lines() {
     );
     // Plain text when not on a terminal: no colour escapes.
     assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+/// The JSON log lines of `log`, each parsed.
+fn json_lines(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?} in\n{text}")))
+        .collect()
+}
+
+/// The request lines among `lines`.
+fn request_lines(lines: &[Value]) -> Vec<&Value> {
+    lines
+        .iter()
+        .filter(|l| l["target"] == "strata_http::httplog")
+        .collect()
+}
+
+/// Sends `method path` as the bearer of `token` with a user agent of its own; returns the code
+/// and the response's audit ID.
+async fn send_as(
+    http: &Http,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, String) {
+    let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+    let auth = format!("Bearer {token}");
+    let r = http
+        .send(
+            method,
+            path,
+            bytes.as_deref(),
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("user-agent", "cli-test/1.0"),
+            ],
+        )
+        .await;
+    let audit_id = r.header("audit-id").to_string();
+    assert!(!audit_id.is_empty(), "{r:?}");
+    (r.code(), audit_id)
+}
+
+/// `--v=3 --log-format json`: a create, a get and a get of a missing object each make exactly
+/// one request line (kube-apiserver's `HTTP` line) with the verb, the URI, the authenticated
+/// user, the status, the latency, the response size, the user agent, the source address and
+/// the audit ID the response carried. `RUST_LOG` is unset, so the verbosity alone decides.
+#[tokio::test]
+async fn v3_logs_one_line_per_request() {
+    let work = tempfile::tempdir().unwrap();
+    let tokens = work.path().join("tokens.csv");
+    std::fs::write(&tokens, "alice-token,alice,uid-alice,\"devs\"\n").unwrap();
+    let log = work.path().join("v3.log");
+    let data = work.path().join("data");
+    let server = start(
+        &[
+            "serve",
+            "--listen=127.0.0.1:0",
+            "--insecure-http",
+            "--storage-backend=memory",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--token-auth-file",
+            tokens.to_str().unwrap(),
+            "--authorization-mode=AlwaysAllow",
+            "--log-format=json",
+            "--v=3",
+        ],
+        &[("RUST_LOG", "")],
+        &log,
+    );
+    let addr = server.url.strip_prefix("http://").unwrap().to_string();
+    let http = Http::to(&addr);
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let cm = serde_json::json!({"metadata": {"name": "logged"}, "data": {"k": "v"}});
+    let created = send_as(&http, "alice-token", "POST", cms, Some(&cm)).await;
+    assert_eq!(created.0, 201);
+    let got = send_as(&http, "alice-token", "GET", &format!("{cms}/logged"), None).await;
+    assert_eq!(got.0, 200);
+    let missing = send_as(
+        &http,
+        "alice-token",
+        "GET",
+        &format!("{cms}/missing?pretty=false"),
+        None,
+    )
+    .await;
+    assert_eq!(missing.0, 404);
+    server.terminate();
+
+    let lines = json_lines(&log);
+    let requests = request_lines(&lines);
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    for (line, (verb, uri, code, audit_id)) in requests.iter().zip([
+        ("POST", cms.to_string(), 201, &created.1),
+        ("GET", format!("{cms}/logged"), 200, &got.1),
+        (
+            "GET",
+            format!("{cms}/missing?pretty=false"),
+            404,
+            &missing.1,
+        ),
+    ]) {
+        assert_eq!(line["message"], "HTTP", "{line}");
+        assert_eq!(line["level"], "DEBUG", "{line}");
+        assert_eq!(line["verb"], verb, "{line}");
+        assert_eq!(line["uri"], uri.as_str(), "{line}");
+        assert_eq!(line["status"], code, "{line}");
+        assert_eq!(line["user"], "alice", "{line}");
+        assert_eq!(line["user_agent"], "cli-test/1.0", "{line}");
+        assert_eq!(line["audit_id"], audit_id.as_str(), "{line}");
+        let src: std::net::SocketAddr = line["src_ip"]
+            .as_str()
+            .unwrap_or_else(|| panic!("src_ip in {line}"))
+            .parse()
+            .unwrap();
+        assert!(src.ip().is_loopback(), "{line}");
+        assert!(line["latency"].is_string(), "{line}");
+        let seconds = line["latency_seconds"].as_f64().unwrap();
+        assert!((0.0..30.0).contains(&seconds), "{line}");
+        assert!(line["bytes"].as_u64().unwrap() > 0, "{line}");
+    }
+
+    // The same server at its default verbosity (and at 2) logs no request line.
+    for extra in [None, Some("--v=2")] {
+        let log = work.path().join("default.log");
+        let mut args = vec![
+            "serve",
+            "--listen=127.0.0.1:0",
+            "--insecure-http",
+            "--storage-backend=memory",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--token-auth-file",
+            tokens.to_str().unwrap(),
+            "--authorization-mode=AlwaysAllow",
+            "--log-format=json",
+        ];
+        args.extend(extra);
+        let server = start(&args, &[("RUST_LOG", "")], &log);
+        let http = Http::to(server.url.strip_prefix("http://").unwrap());
+        assert_eq!(
+            send_as(&http, "alice-token", "POST", cms, Some(&cm))
+                .await
+                .0,
+            201
+        );
+        assert_eq!(
+            send_as(&http, "alice-token", "GET", &format!("{cms}/nope"), None)
+                .await
+                .0,
+            404
+        );
+        server.terminate();
+        let lines = json_lines(&log);
+        assert!(
+            lines.iter().any(|l| l["message"] == "serving"),
+            "{lines:#?}"
+        );
+        assert_eq!(request_lines(&lines), Vec::<&Value>::new(), "{extra:?}");
+    }
+}
+
+/// The first lines of a server name what it runs on: the store (its engine, and its directory
+/// or etcd endpoints), the address it listens on, the data directory and every feature gate.
+/// On RocksDB by default, on a throwaway etcd with `STRATA_TEST_STORAGE=etcd`.
+#[tokio::test]
+async fn startup_lines_name_store_address_data_dir_and_gates() {
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let log = work.path().join("start.log");
+    let etcd = match crate::common::storage() {
+        crate::common::Storage::Etcd => {
+            Some(strata_store_etcd::testing::TestEtcd::start().unwrap())
+        }
+        crate::common::Storage::RocksDb => None,
+    };
+    let mut args = vec![
+        "serve".to_string(),
+        "--listen=127.0.0.1:0".into(),
+        "--insecure-http".into(),
+        "--data-dir".into(),
+        data.to_str().unwrap().into(),
+        "--feature-gates=WatchList=false".into(),
+        "--log-format=json".into(),
+    ];
+    if let Some(etcd) = &etcd {
+        args.extend([
+            "--storage-backend=etcd".to_string(),
+            format!("--etcd-servers={}", etcd.url),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = start(&args, &[], &log);
+    let addr = server.url.strip_prefix("http://").unwrap().to_string();
+    server.terminate();
+    let lines = json_lines(&log);
+    let find = |message: &str| {
+        lines
+            .iter()
+            .find(|l| l["message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?} line in {lines:#?}"))
+    };
+    let starting = find("starting");
+    assert_eq!(starting["listen"], "127.0.0.1:0", "{starting}");
+    assert_eq!(starting["data_dir"], data.to_str().unwrap(), "{starting}");
+    assert_eq!(
+        starting["feature_gates"],
+        "APIResponseCompression=true,AllowUnsafeMalformedObjectDeletion=false,\
+         CBORServingAndStorage=false,WatchList=false",
+        "{starting}"
+    );
+    assert_eq!(starting["verbosity"], 0, "{starting}");
+    match &etcd {
+        Some(etcd) => {
+            assert_eq!(starting["backend"], "etcd", "{starting}");
+            assert_eq!(starting["etcd_servers"], etcd.url.as_str(), "{starting}");
+            let connected = find("opened the etcd store");
+            assert_eq!(connected["endpoints"], etcd.url.as_str(), "{connected}");
+            assert_eq!(connected["prefix"], "/registry", "{connected}");
+        }
+        None => {
+            let store = data.join("store");
+            assert_eq!(starting["backend"], "rocksdb", "{starting}");
+            assert_eq!(starting["store"], store.to_str().unwrap(), "{starting}");
+            let opened = find("opened the RocksDB store");
+            assert_eq!(opened["path"], store.to_str().unwrap(), "{opened}");
+        }
+    }
+    // The listening address, once bound (the flag asked for port 0).
+    let serving = find("serving");
+    assert_eq!(serving["addr"], addr.as_str(), "{serving}");
 }
