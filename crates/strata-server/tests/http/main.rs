@@ -13,6 +13,7 @@ mod crash;
 mod crd_clients;
 mod crd_validation;
 mod crds;
+mod dashboard;
 mod deletion;
 mod encryption;
 mod etcd;
