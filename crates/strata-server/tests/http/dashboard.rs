@@ -1,8 +1,9 @@
 //! The Grafana dashboard in `docs/grafana/strata-dashboard.json` queries only metrics the server
 //! serves: every PromQL expression of every panel is read by a small tokenizer, and each metric
 //! name it uses must be a series of `/metrics` after a few requests (a create, gets, a 404, a
-//! list and an open watch, so that every family has a series). The dashboard also keeps its
-//! shape: a Prometheus data source variable, an `instance` variable every query filters on.
+//! list and an open watch, on a server that audits them, so that every family has a series).
+//! The dashboard also keeps its shape: a Prometheus data source variable, an `instance`
+//! variable every query filters on.
 //!
 //! On etcd every request goes to one replica, whose `/metrics` is scraped.
 
@@ -293,6 +294,7 @@ async fn every_metric_the_dashboard_queries_exists() {
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
         "process_open_fds",
+        "apiserver_audit_event_total",
     ] {
         assert!(
             used.contains(wanted),
@@ -300,9 +302,22 @@ async fn every_metric_the_dashboard_queries_exists() {
         );
     }
 
-    // A server that has served a create, gets, a 404, a list and a watch, every request to one
-    // replica: each family then has series.
-    let s = TestServer::start();
+    // A server that audits (Metadata for every request) and has served a create, gets, a 404,
+    // a list and a watch, every request to one replica: each family then has series.
+    let audit = tempfile::tempdir().unwrap();
+    let policy = audit.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    )
+    .unwrap();
+    let log = audit.path().join("audit.log");
+    let s = TestServer::start_with(&[
+        "--audit-policy-file",
+        policy.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+    ]);
     let h = Http::to(&s.addr);
     let exposition = within(LIMIT, async {
         let cms = "/api/v1/namespaces/default/configmaps";
