@@ -99,6 +99,8 @@ pub struct Frontend {
     authenticator: Authenticator,
     /// What `/metrics` shows; requests are recorded in `handlers::route`.
     metrics: Arc<Metrics>,
+    /// What the health checks read besides storage and shutdown.
+    health: handlers::Health,
     /// Auditing (`--audit-policy-file`); `None`, the default, records nothing.
     audit: Option<Arc<audit::Auditor>>,
 }
@@ -150,6 +152,7 @@ impl Frontend {
             rbac: None,
             authenticator,
             metrics: Arc::new(Metrics::new()),
+            health: Default::default(),
             audit: None,
         }
     }
@@ -157,6 +160,17 @@ impl Frontend {
     /// Audits requests with `auditor` (its policy and log backend).
     pub fn with_audit(mut self, auditor: audit::Auditor) -> Self {
         self.audit = Some(Arc::new(auditor));
+        self
+    }
+
+    /// Adds a part of the server that loads its state before serving to `/readyz`'s
+    /// `informer-sync` check, which fails (naming it) while `synced` says false.
+    pub fn with_informer(
+        mut self,
+        name: impl Into<String>,
+        synced: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.health.informers.push((name.into(), Arc::new(synced)));
         self
     }
 

@@ -37,6 +37,9 @@ pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
 /// How long a starting server waits for etcd to accept connections.
 const ETCD_START_WAIT: Duration = Duration::from_secs(60);
 
+/// How long a starting server waits for its controllers' watches before it accepts requests.
+const CONTROLLERS_SYNC_WAIT: Duration = Duration::from_secs(5);
+
 /// Whether connecting to etcd failed only because nothing listens there (yet).
 fn not_listening(e: &strata_store::StoreError) -> bool {
     e.to_string().contains("Connection refused")
@@ -328,7 +331,16 @@ impl Server {
                 anonymous: config.anonymous_auth,
                 token_file,
             })
-            .with_metrics(metrics);
+            .with_metrics(metrics)
+            // The watch caches are loaded by `registry.start()` above; `/readyz` also waits for
+            // the CRD controller (see `Server::run`).
+            .with_informer("watch-cache", || true);
+        if let Some(c) = &crds {
+            let controller = Arc::downgrade(c);
+            frontend = frontend.with_informer("customresourcedefinitions", move || {
+                controller.upgrade().is_some_and(|c| c.has_synced())
+            });
+        }
         if let Some(auditor) = audit_log::auditor(&config.audit, audit_policy, audit_metrics)? {
             frontend = frontend.with_audit(auditor);
         }
@@ -399,7 +411,20 @@ impl Server {
             NamespaceControllerConfig::default(),
         )
         .map(|c| tokio::spawn(c.run()));
-        let crds = self.crds.map(|c| tokio::spawn(c.run()));
+        let crds = self.crds.map(|c| {
+            let task = tokio::spawn(c.clone().run());
+            (c, task)
+        });
+        // The CRD controller opens its watch before the first request is accepted, so that
+        // `/readyz` (informer-sync) is not failing at start; a watch that cannot be opened
+        // within a few seconds leaves the server serving and `/readyz` failing.
+        if let Some((c, _)) = &crds {
+            let deadline = Instant::now() + CONTROLLERS_SYNC_WAIT;
+            while !c.has_synced() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let crds = crds.map(|(_, task)| task);
         strata_http::serve(
             self.listener,
             self.frontend,

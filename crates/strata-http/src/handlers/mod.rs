@@ -9,6 +9,7 @@ mod reviews;
 mod subresources;
 mod verbs;
 
+pub(crate) use self::health::Health;
 pub(crate) use self::render::protobuf_of;
 
 use http::{header, HeaderMap, Method, Request, Response};

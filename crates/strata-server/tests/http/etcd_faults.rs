@@ -1113,7 +1113,7 @@ async fn etcd_faults_with_etcd_unreachable_a_replica_fails_fast_and_is_not_ready
         assert_ready(&a).await;
         let verbose = a.send("GET", "/readyz?verbose", None).await;
         assert!(
-            matches!(&verbose, Ok((200, v)) if v == "[+]ping ok\n[+]etcd ok\n[+]shutdown ok\nreadyz check passed\n"),
+            matches!(&verbose, Ok((200, v)) if v == "[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]informer-sync ok\n[+]shutdown ok\nreadyz check passed\n"),
             "{verbose:?}"
         );
         for i in 0..cluster.size() {
@@ -1142,10 +1142,11 @@ async fn etcd_faults_with_etcd_unreachable_a_replica_fails_fast_and_is_not_ready
             started.elapsed()
         );
         let (code, text) = ready.expect("/readyz answers");
-        assert_eq!(code, 500, "{text}");
+        assert_eq!(code, 503, "{text}");
         assert_eq!(
             text,
-            "[+]ping ok\n[-]etcd failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n"
+            "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[+]informer-sync ok\n\
+             [+]shutdown ok\nreadyz check failed\n"
         );
         let live = a.send("GET", "/livez", None).await.expect("/livez answers");
         assert_eq!(live.0, 200, "/livez does not depend on storage: {live:?}");
