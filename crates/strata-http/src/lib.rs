@@ -10,6 +10,7 @@ mod discovery;
 mod handlers;
 pub mod httplog;
 mod inflight;
+pub mod limits;
 pub mod metrics;
 pub mod negotiate;
 mod openapi;
@@ -24,10 +25,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use strata_auth::authn::{Authenticator, AuthnConfig};
 use strata_auth::authz::{AllowAll, Authorizer};
 use strata_auth::rbac::RbacAuthorizer;
@@ -63,6 +63,9 @@ pub struct FrontendConfig {
     /// How long a request other than a watch may take before it is answered 504
     /// (`--request-timeout`, 60 s; zero: no limit).
     pub request_timeout: Duration,
+    /// The streams a client may open at once on one HTTP/2 connection
+    /// (`--http2-max-streams-per-connection`; 0: [`limits::DEFAULT_HTTP2_MAX_STREAMS`]).
+    pub http2_max_streams_per_connection: u32,
 }
 
 impl Default for FrontendConfig {
@@ -76,6 +79,7 @@ impl Default for FrontendConfig {
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
             request_timeout: Duration::from_secs(60),
+            http2_max_streams_per_connection: 0,
         }
     }
 }
@@ -241,7 +245,7 @@ pub async fn serve(
     drain: Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let builder = limits::builder(frontend.config.http2_max_streams_per_connection);
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
     // Set once the shutdown signal came: when to stop accepting.
@@ -259,11 +263,23 @@ pub async fn serve(
                 };
                 let _ = stream.set_nodelay(true);
                 let frontend = frontend.clone();
+                // Set by the connection's first request (see limits::first_request_within).
+                let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let first = started.clone();
                 let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                    if !first.load(std::sync::atomic::Ordering::Relaxed) {
+                        first.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     httplog::note_peer(&mut req, peer);
                     audit::note_peer(frontend.audit.is_some(), &mut req, peer);
                     let frontend = frontend.clone();
-                    async move { Ok::<_, Infallible>(frontend.handle(req).await) }
+                    let too_large = limits::header_too_large(&req);
+                    async move {
+                        if let Some(resp) = too_large {
+                            return Ok(resp);
+                        }
+                        Ok::<_, Infallible>(frontend.handle(req).await)
+                    }
                 });
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
@@ -290,16 +306,22 @@ pub async fn serve(
                             };
                             let conn = builder
                                 .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            watcher.watch(conn.into_owned()).await
+                            let conn = watcher.watch(conn.into_owned());
+                            limits::first_request_within(conn, &started).await
                         }
                         None => {
                             let conn = builder
                                 .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            watcher.watch(conn.into_owned()).await
+                            let conn = watcher.watch(conn.into_owned());
+                            limits::first_request_within(conn, &started).await
                         }
                     };
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                    match result {
+                        Some(Ok(())) => {}
+                        Some(Err(e)) => {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        None => tracing::debug!(%peer, "no request within the header read timeout; closed"),
                     }
                 });
             }
@@ -322,18 +344,5 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("connections still open after the drain period; closing");
-    }
-}
-
-/// Reads a request body up to `limit` bytes; `None` when it is larger.
-async fn read_body(body: Incoming, limit: usize) -> Result<Option<Bytes>, hyper::Error> {
-    use http_body_util::BodyExt;
-    let limited = http_body_util::Limited::new(body, limit);
-    match limited.collect().await {
-        Ok(c) => Ok(Some(c.to_bytes())),
-        Err(e) => match e.downcast::<hyper::Error>() {
-            Ok(h) => Err(*h),
-            Err(_) => Ok(None),
-        },
     }
 }

@@ -128,6 +128,9 @@ pub struct Config {
     pub authorization_mode: AuthorizationMode,
     /// Serve plain HTTP instead of TLS (`--insecure-http`): for local tests and benchmarks.
     pub insecure_http: bool,
+    /// Streams a client may open at once on one HTTP/2 connection
+    /// (`--http2-max-streams-per-connection`; 0, the default, is Go's 250).
+    pub http2_max_streams_per_connection: u32,
     /// The operator's serving certificate and key (`--tls-cert-file`,
     /// `--tls-private-key-file`); without them the server makes its own CA.
     pub tls_cert_file: Option<PathBuf>,
@@ -187,6 +190,7 @@ impl Default for Config {
             anonymous_auth: false,
             token_auth_file: None,
             insecure_http: false,
+            http2_max_streams_per_connection: 0,
             authorization_mode: AuthorizationMode::Rbac,
             tls_cert_file: None,
             tls_private_key_file: None,
@@ -463,6 +467,16 @@ pub struct ServeFlags {
         help_heading = heading::SECURE_SERVING
     )]
     insecure_http: bool,
+    /// The most streams a client may open at once on one HTTP/2 connection, announced in the
+    /// server's SETTINGS; 0 means Go's default, 250 (kube-apiserver's flag).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        env = "STRATA_HTTP2_MAX_STREAMS_PER_CONNECTION",
+        help_heading = heading::SECURE_SERVING
+    )]
+    http2_max_streams_per_connection: u32,
 
     /// The audit policy (an audit.k8s.io/v1 Policy, YAML or JSON): which requests are recorded
     /// in the audit log, and at which level. Without it nothing is audited.
@@ -837,6 +851,7 @@ impl ServeFlags {
         c.tls_cert_file = self.tls_cert_file;
         c.tls_private_key_file = self.tls_private_key_file;
         c.insecure_http = self.insecure_http;
+        c.http2_max_streams_per_connection = self.http2_max_streams_per_connection;
         c.audit = AuditConfig {
             policy_file: self.audit_policy_file,
             log_path: self.audit_log_path.filter(|p| !p.is_empty()),
@@ -938,6 +953,7 @@ mod tests {
         assert_eq!(c.token_auth_file, d.token_auth_file);
         assert_eq!(c.authorization_mode, d.authorization_mode);
         assert_eq!(c.insecure_http, d.insecure_http);
+        assert_eq!(c.http2_max_streams_per_connection, 0);
         assert_eq!(c.tls_cert_file, d.tls_cert_file);
         assert_eq!(c.tls_private_key_file, d.tls_private_key_file);
         assert_eq!(c.encryption_provider_config, d.encryption_provider_config);
@@ -1026,6 +1042,8 @@ mod tests {
         let c = parse(&["--bind-address", "0.0.0.0:7443", "--storage-backend=memory"]).unwrap();
         assert_eq!(c.listen, "0.0.0.0:7443".parse().unwrap());
         assert_eq!(c.backend, Backend::Memory);
+        let c = parse(&["--http2-max-streams-per-connection=1000"]).unwrap();
+        assert_eq!(c.http2_max_streams_per_connection, 1000);
     }
 
     /// `--insecure-http` alone is true; with a value it takes `=`.

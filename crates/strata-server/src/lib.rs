@@ -296,6 +296,7 @@ impl Server {
             max_requests_inflight: config.max_requests_inflight,
             max_mutating_requests_inflight: config.max_mutating_requests_inflight,
             request_timeout: config.request_timeout,
+            http2_max_streams_per_connection: config.http2_max_streams_per_connection,
             storage_check: match config.backend {
                 Backend::Etcd => "etcd",
                 Backend::RocksDb | Backend::Memory => "storage",

@@ -8,8 +8,9 @@ use serde_json::{json, Value};
 use strata_object::{GroupVersionKind, Status};
 
 use super::header_str;
+use crate::limits::{read_body, BodyRead};
 use crate::negotiate;
-use crate::{read_body, Frontend};
+use crate::Frontend;
 
 /// Reads and decodes an object request body, checking size and content type. JSON and YAML
 /// bodies report their duplicate members for field validation.
@@ -69,16 +70,12 @@ pub(crate) fn decode_strict(
 
 pub(crate) async fn body_bytes(fe: &Frontend, req: Request<Incoming>) -> Result<Bytes, Status> {
     let limit = fe.config.max_body_bytes;
-    if let Some(len) = req
+    // A content-length over the limit is refused before anything is read.
+    let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > limit as u64 {
-            return Err(Status::too_large(limit));
-        }
-    }
+        .and_then(|v| v.parse::<u64>().ok());
     // The request's audit keeps the body when its level records it.
     let audit = crate::audit::of(&req).map(|a| {
         (
@@ -86,14 +83,14 @@ pub(crate) async fn body_bytes(fe: &Frontend, req: Request<Incoming>) -> Result<
             header_str(req.headers(), header::CONTENT_TYPE).to_string(),
         )
     });
-    match read_body(req.into_body(), limit).await {
-        Ok(Some(b)) => {
+    match read_body(req.into_body(), limit, declared).await {
+        Ok(BodyRead::Complete(b)) => {
             if let Some((audit, content_type)) = audit {
                 audit.note_body(&b, &content_type);
             }
             Ok(b)
         }
-        Ok(None) => Err(Status::too_large(limit)),
+        Ok(BodyRead::TooLarge) => Err(Status::too_large(limit)),
         Err(e) => Err(Status::bad_request(format!(
             "failed to read the request body: {e}"
         ))),

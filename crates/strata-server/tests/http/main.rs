@@ -24,6 +24,7 @@ mod http_api;
 mod kube_client;
 mod kube_watch;
 mod kubectl;
+mod limits;
 mod lists;
 mod media;
 mod metrics;
