@@ -66,6 +66,10 @@ pub struct FrontendConfig {
     /// The streams a client may open at once on one HTTP/2 connection
     /// (`--http2-max-streams-per-connection`; 0: [`limits::DEFAULT_HTTP2_MAX_STREAMS`]).
     pub http2_max_streams_per_connection: u32,
+    /// Record requests in the request and authentication metrics (the default). Off only to
+    /// measure what the recording costs (`STRATA_REQUEST_METRICS=off`): requests then skip it
+    /// entirely, and `/metrics` shows the process and cache figures alone.
+    pub request_metrics: bool,
 }
 
 impl Default for FrontendConfig {
@@ -80,6 +84,7 @@ impl Default for FrontendConfig {
             max_mutating_requests_inflight: 200,
             request_timeout: Duration::from_secs(60),
             http2_max_streams_per_connection: 0,
+            request_metrics: true,
         }
     }
 }

@@ -198,6 +198,23 @@ async fn compactor(store: Arc<dyn Store>, retention: Duration, tick: Duration) {
     }
 }
 
+/// Whether requests and storage calls are recorded in the metrics: yes unless the environment
+/// variable `STRATA_REQUEST_METRICS` is `off` (or `false`, `0`), which only a benchmark of their
+/// cost wants (`cargo xtask bench --only metrics`). Not a flag: kube-apiserver has none.
+fn request_metrics_on() -> Result<bool, String> {
+    match std::env::var("STRATA_REQUEST_METRICS") {
+        Err(std::env::VarError::NotPresent) => Ok(true),
+        Ok(v) => match v.as_str() {
+            "" | "on" | "true" | "1" => Ok(true),
+            "off" | "false" | "0" => Ok(false),
+            other => Err(format!(
+                "STRATA_REQUEST_METRICS={other:?}: expected on or off"
+            )),
+        },
+        Err(e) => Err(format!("STRATA_REQUEST_METRICS: {e}")),
+    }
+}
+
 /// A server bound to its address, ready to serve.
 pub struct Server {
     listener: TcpListener,
@@ -230,13 +247,25 @@ impl Server {
             Some(path) => Some(strata_http::audit::Policy::load(path)?),
             None => None,
         };
+        let request_metrics = request_metrics_on()?;
+        if !request_metrics {
+            tracing::warn!(
+                "request and storage metrics are off (STRATA_REQUEST_METRICS=off): for \
+                 measuring their cost only"
+            );
+        }
         // Every request to the engine is timed for /metrics (etcd_request_duration_seconds).
         let metrics = Arc::new(strata_http::Metrics::new());
         let audit_metrics = strata_http::audit::AuditMetrics::register(&metrics);
-        let store: Arc<dyn Store> = Arc::new(storage_metrics::TimedStore::new(
-            open_store(&config).await?,
-            storage_metrics::StorageMetrics::new(&metrics),
-        ));
+        let store = open_store(&config).await?;
+        let store: Arc<dyn Store> = if request_metrics {
+            Arc::new(storage_metrics::TimedStore::new(
+                store,
+                storage_metrics::StorageMetrics::new(&metrics),
+            ))
+        } else {
+            store
+        };
         // The registry reads and writes through the encryption layer; everything else (the
         // compactor, the cluster's own keys, snapshots) sees the stored bytes as they are.
         let registry_store: Arc<dyn Store> = match encryption {
@@ -297,6 +326,7 @@ impl Server {
             max_mutating_requests_inflight: config.max_mutating_requests_inflight,
             request_timeout: config.request_timeout,
             http2_max_streams_per_connection: config.http2_max_streams_per_connection,
+            request_metrics,
             storage_check: match config.backend {
                 Backend::Etcd => "etcd",
                 Backend::RocksDb | Backend::Memory => "storage",

@@ -66,11 +66,13 @@ pub async fn route(fe: &Frontend, mut req: Request<Incoming>) -> Response<Body> 
 /// Serves the request within `--request-timeout` and records it in the metrics.
 async fn measured(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let (method, uri) = (req.method(), req.uri());
-    let probe = fe
-        .metrics
-        .start(method, uri.path(), uri.query(), req.headers(), |g, v, r| {
-            fe.registry.lookup(g, v, r).is_some() || is_review(g, v, r)
-        });
+    // `None` when the request metrics are off (`STRATA_REQUEST_METRICS=off`, for benchmarks).
+    let probe = fe.config.request_metrics.then(|| {
+        fe.metrics
+            .start(method, uri.path(), uri.query(), req.headers(), |g, v, r| {
+                fe.registry.lookup(g, v, r).is_some() || is_review(g, v, r)
+            })
+    });
     // The request's audit (`--audit-policy-file`); `None` when auditing is off.
     let audit = crate::audit::of(&req);
     let _panicking = crate::audit::PanicGuard(audit.clone());
@@ -79,7 +81,7 @@ async fn measured(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     let long_running = crate::inflight::long_running(uri.path(), &query);
     if long_running || fe.config.request_timeout.is_zero() {
         let resp = dispatch(fe, req).await;
-        return probe.finish(audited(audit, resp, long_running).await);
+        return recorded(probe, audited(audit, resp, long_running).await);
     }
     let render = render_for(fe, req.headers(), &query);
     let resp = match tokio::time::timeout(fe.config.request_timeout, dispatch(fe, req)).await {
@@ -91,7 +93,15 @@ async fn measured(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
             render,
         ),
     };
-    probe.finish(audited(audit, resp, false).await)
+    recorded(probe, audited(audit, resp, false).await)
+}
+
+/// Records the response in the request metrics, if they are on.
+fn recorded(probe: Option<crate::metrics::Probe<'_>>, resp: Response<Body>) -> Response<Body> {
+    match probe {
+        Some(probe) => probe.finish(resp),
+        None => resp,
+    }
 }
 
 /// Completes the request's audit, if it has one, with its response.
@@ -149,7 +159,7 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         _ => {}
     }
     // Everything else needs an identity: a valid token, or anonymous access where allowed.
-    let started = std::time::Instant::now();
+    let started = fe.config.request_metrics.then(std::time::Instant::now);
     let authenticated = fe
         .authenticator
         .authenticate(
@@ -158,7 +168,7 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
                 .and_then(|v| v.to_str().ok()),
         )
         .await;
-    let authorizing = fe.metrics.authentication(&authenticated, started);
+    let authorizing = started.map(|started| fe.metrics.authentication(&authenticated, started));
     let user = match authenticated {
         Ok(user) => user,
         Err(s) => {
@@ -202,8 +212,10 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     // Then permission, for what the request asks (a dry run asks the same as the real thing).
     let attrs = access::attributes(&method, &path, &query, &user);
     let decision = strata_auth::authz::check(fe.authorizer.as_ref(), &attrs);
-    fe.metrics
-        .authorization(&decision, authorizing, fe.rbac.is_some());
+    if let Some(authorizing) = authorizing {
+        fe.metrics
+            .authorization(&decision, authorizing, fe.rbac.is_some());
+    }
     if let Some(audit) = &audit {
         // Strata's authorizers give no reason with their decisions.
         audit.authorized(decision.is_ok(), "");

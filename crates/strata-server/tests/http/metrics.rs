@@ -3,7 +3,9 @@
 //! kube-apiserver's names and labels, the histograms have kube-apiserver's buckets, the watch
 //! is long-running while open, storage latency and object counts follow the writes, and the
 //! process figures are there. `/metrics` is a non-resource URL that RBAC guards: the
-//! `system:monitoring` group reads it, others get 403.
+//! `system:monitoring` group reads it, others get 403. With `STRATA_REQUEST_METRICS=off` (a
+//! benchmarking aid) requests are not recorded while `/metrics` still serves the process and
+//! cache figures.
 //!
 //! On etcd every request of a test goes to one replica (each replica has its own metrics).
 
@@ -330,6 +332,142 @@ async fn metrics_is_a_non_resource_url_for_system_monitoring() {
             ("component", ""),
         ];
         assert_eq!(value("apiserver_request_total", &metrics_403), 1.0);
+    })
+    .await;
+}
+
+/// A `strata serve` started with `STRATA_REQUEST_METRICS=off` (TestServer passes no
+/// environment), on RocksDB or, with `STRATA_TEST_STORAGE=etcd`, alone on a throwaway etcd;
+/// killed on drop.
+struct Unmetered {
+    child: std::process::Child,
+    addr: String,
+    _etcd: Option<strata_store_etcd::testing::TestEtcd>,
+    _dir: tempfile::TempDir,
+}
+
+impl Unmetered {
+    fn start() -> Unmetered {
+        let dir = tempfile::tempdir().unwrap();
+        let etcd = match crate::common::storage() {
+            crate::common::Storage::Etcd => Some(
+                strata_store_etcd::testing::TestEtcd::start()
+                    .expect("start /usr/bin/etcd (Debian's etcd-server)"),
+            ),
+            crate::common::Storage::RocksDb => None,
+        };
+        let mut cmd = std::process::Command::new(crate::common::strata_bin());
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args([
+                "--insecure-http",
+                "--anonymous-auth=true",
+                "--authorization-mode=AlwaysAllow",
+            ])
+            .env("STRATA_REQUEST_METRICS", "off")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        if let Some(etcd) = &etcd {
+            cmd.args(["--storage-backend", "etcd", "--etcd-servers", &etcd.url]);
+        }
+        let mut child = cmd.spawn().expect("start strata");
+        let addr = crate::common::listening_addr(&mut child, false);
+        Unmetered {
+            child,
+            addr,
+            _etcd: etcd,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Unmetered {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The samples (not the HELP and TYPE lines) of metric family `name`.
+fn samples<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(['{', ' ', '_']))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_metrics_off_records_no_requests_and_metrics_still_answers() {
+    let s = Unmetered::start();
+    let h = Http::to(&s.addr);
+    within(LIMIT, async {
+        // Wait until the server is ready (the listening line comes before the first request).
+        let mut ready = h.get("/readyz").await;
+        while ready.code() != 200 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            ready = h.get("/readyz").await;
+        }
+        let ns = h
+            .post_json("/api/v1/namespaces", &json!({"metadata": {"name": "m"}}))
+            .await;
+        assert_eq!(ns.code(), 201);
+        let cms = "/api/v1/namespaces/m/configmaps";
+        for name in ["a", "b"] {
+            assert_eq!(h.post_json(cms, &config_map(name)).await.code(), 201);
+        }
+        assert_eq!(h.get(&format!("{cms}/a")).await.code(), 200);
+        assert_eq!(h.get(&format!("{cms}/nope")).await.code(), 404);
+        assert_eq!(h.get(cms).await.code(), 200);
+        let first = Scrape::of(&h).await;
+        for _ in 0..5 {
+            assert_eq!(h.get(&format!("{cms}/b")).await.code(), 200);
+        }
+        let second = Scrape::of(&h).await;
+        for scrape in [&first, &second] {
+            let text = &scrape.0;
+            // Nothing of the requests: not counted, timed, sized, nor authenticated.
+            for family in [
+                "apiserver_request_total",
+                "apiserver_request_duration_seconds",
+                "apiserver_response_sizes",
+                "apiserver_longrunning_requests",
+                "etcd_request_duration_seconds",
+            ] {
+                assert_eq!(samples(text, family), Vec::<&str>::new(), "{family}");
+            }
+            for result in ["success", "failure", "error"] {
+                assert_eq!(
+                    scrape.value("authentication_attempts", &[("result", result)]),
+                    0.0
+                );
+            }
+            assert_eq!(
+                scrape.value("authorization_attempts_total", &[("result", "allowed")]),
+                0.0
+            );
+            assert_eq!(
+                scrape.value(
+                    "apiserver_current_inflight_requests",
+                    &[("request_kind", "readOnly")]
+                ),
+                0.0
+            );
+            // The figures read at scrape time are all there.
+            assert!(
+                scrape.value("process_start_time_seconds", &[]) > 0.0,
+                "{text}"
+            );
+            assert!(scrape.value("process_resident_memory_bytes", &[]) > 0.0);
+            assert_eq!(
+                scrape.value("apiserver_storage_objects", &[("resource", "configmaps")]),
+                2.0,
+                "{text}"
+            );
+        }
     })
     .await;
 }
