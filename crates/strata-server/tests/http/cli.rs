@@ -83,6 +83,10 @@ fn help_lists_every_group_and_flag_and_version_prints_it() {
         ("--listen <ADDR>", "Secure serving flags:"),
         ("--insecure-http[=<BOOL>]", "Secure serving flags:"),
         ("--tls-cert-file <FILE>", "Secure serving flags:"),
+        (
+            "--http2-max-streams-per-connection <N>",
+            "Secure serving flags:",
+        ),
         ("--anonymous-auth <BOOL>", "Authentication flags:"),
         ("--token-auth-file <FILE>", "Authentication flags:"),
         ("--authorization-mode <MODE>", "Authorization flags:"),
