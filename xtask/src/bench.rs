@@ -9,6 +9,7 @@ mod crd;
 mod etcd;
 mod formats;
 mod lists;
+mod metrics;
 mod procfs;
 mod updates;
 mod watch;
@@ -61,6 +62,8 @@ struct Parts {
     updates: bool,
     formats: bool,
     crd: bool,
+    /// What the request metrics cost get throughput.
+    metrics: bool,
     /// Only when asked for: it needs etcd installed.
     etcd: bool,
 }
@@ -78,6 +81,7 @@ impl Options {
                 updates: true,
                 formats: true,
                 crd: true,
+                metrics: true,
                 etcd: false,
             },
             list_sizes: vec![10_000, lists::TARGET_OBJECTS],
@@ -108,6 +112,7 @@ impl Options {
                         updates: false,
                         formats: false,
                         crd: false,
+                        metrics: false,
                         etcd: false,
                     });
                     for part in value("--only")?.split(',') {
@@ -118,11 +123,12 @@ impl Options {
                             "updates" => parts.updates = true,
                             "formats" => parts.formats = true,
                             "crd" => parts.crd = true,
+                            "metrics" => parts.metrics = true,
                             "etcd" => parts.etcd = true,
                             other => {
                                 return Err(format!(
                                     "--only: unknown part {other:?} \
-                                     (foundation, lists, watch, updates, formats, crd, etcd)"
+                                     (foundation, lists, watch, updates, formats, crd, metrics, etcd)"
                                 ))
                             }
                         }
@@ -155,6 +161,7 @@ impl Options {
                 || options.parts.updates
                 || options.parts.formats
                 || options.parts.crd
+                || options.parts.metrics
                 || options.parts.etcd
             {
                 if only.is_some() {
@@ -167,6 +174,7 @@ impl Options {
                     updates: false,
                     formats: false,
                     crd: false,
+                    metrics: false,
                     etcd: false,
                 };
             }
@@ -388,6 +396,29 @@ pub fn bench(options: &Options) -> Result<()> {
             eprintln!(
                 "\nwrote the {} section of {}",
                 crd::SECTION,
+                doc_path.display()
+            );
+        }
+        all_verdicts.extend(verdicts);
+    }
+    if options.parts.metrics {
+        let measure = Duration::from_secs(options.seconds);
+        let results = runtime.block_on(metrics::run(binary, scratch.path(), measure))?;
+        println!("\n{}", metrics::table(&results));
+        for line in metrics::problems(&results) {
+            println!("- {line}");
+        }
+        let verdicts = metrics::verdicts(&results);
+        for (line, _) in &verdicts {
+            println!("- {line}");
+        }
+        if options.write {
+            let section = metrics::section(&header, &results, measure);
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(&doc_path, replace_section(&old, metrics::SECTION, &section))?;
+            eprintln!(
+                "\nwrote the {} section of {}",
+                metrics::SECTION,
                 doc_path.display()
             );
         }
@@ -1321,6 +1352,7 @@ mod tests {
                 updates: false,
                 formats: false,
                 crd: false,
+                metrics: false,
                 etcd: false
             }
         );
@@ -1344,6 +1376,7 @@ mod tests {
                 updates: true,
                 formats: true,
                 crd: true,
+                metrics: true,
                 etcd: false
             }
         );
@@ -1371,6 +1404,7 @@ mod tests {
                 updates: false,
                 formats: false,
                 crd: false,
+                metrics: false,
                 etcd: false
             }
         );
@@ -1395,6 +1429,8 @@ mod tests {
         let o = Options::parse(&args("--only crd --seconds 4")).unwrap();
         assert!(o.parts.crd && !o.parts.foundation && !o.parts.etcd && !o.parts.updates);
         assert_eq!(o.seconds, 4);
+        let o = Options::parse(&args("--only metrics --seconds 3 --no-write")).unwrap();
+        assert!(o.parts.metrics && !o.parts.crd && !o.parts.foundation && !o.write);
 
         for bad in [
             "--only",
@@ -1408,6 +1444,7 @@ mod tests {
             "--only updates --only-ceiling",
             "--only etcd --only-ceiling",
             "--only crd --only-ceiling",
+            "--only metrics --only-ceiling",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad}");
         }

@@ -34,8 +34,9 @@ commands:
                         run this server binary instead of building one
   bench [OPTIONS]       whole-server load benchmarks; writes docs/benchmarks.md
       --only PARTS      run only these, comma-separated: foundation, lists, watch, updates,
-                        formats, crd, etcd (default: all but etcd, which needs /usr/bin/etcd)
-      --seconds N       foundation, updates, crd and etcd: measured seconds per scenario
+                        formats, crd, metrics, etcd (default: all but etcd, which needs
+                        /usr/bin/etcd)
+      --seconds N       foundation, updates, crd, metrics and etcd: measured seconds per scenario
                         (default 5; 1 s warm-up first)
       --only-ceiling    foundation: only the hello-server ceiling (no server build, no doc update)
       --list-sizes N,.. lists: collection sizes (default 10000,100000)

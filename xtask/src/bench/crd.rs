@@ -417,7 +417,10 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration) -> Result<Res
 
 /// Runs one scenario, reading the server's and the machine's CPU counters at the ends of its
 /// measured window (a task sleeps through the warm-up beside the clients).
-async fn measure_scenario(scenario: &Scenario, pid: u32) -> Result<(Outcome, Duration, Duration)> {
+pub(super) async fn measure_scenario(
+    scenario: &Scenario,
+    pid: u32,
+) -> Result<(Outcome, Duration, Duration)> {
     let (warmup, measure) = (scenario.warmup, scenario.measure);
     let probe = tokio::spawn(async move {
         tokio::time::sleep(warmup).await;
@@ -437,7 +440,7 @@ async fn measure_scenario(scenario: &Scenario, pid: u32) -> Result<(Outcome, Dur
 }
 
 /// Adds one round's outcome to a scenario's total.
-fn add(total: &mut Outcome, round: Outcome) {
+pub(super) fn add(total: &mut Outcome, round: Outcome) {
     total.ok += round.ok;
     total.latencies_ns.extend(round.latencies_ns);
     total.measured += round.measured;
