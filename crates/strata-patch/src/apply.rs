@@ -187,7 +187,7 @@ pub fn apply_through(
 
     let merged = merge(Some(&live_content), Some(&config), Some(schema)).unwrap_or_default();
     let mut owned = applied_fields
-        .union(&fieldpath::system_fields())
+        .union(fieldpath::system_fields())
         .union(&ignored);
     for e in old_managed
         .entries
@@ -227,7 +227,7 @@ pub fn apply_through(
         return Err(ApplyError::Conflicts(conflicts));
     }
 
-    applier.fields = applied_fields.difference(&fieldpath::system_fields());
+    applier.fields = applied_fields.difference(fieldpath::system_fields());
     applier.time = old_managed.find(&applier).and_then(|e| e.time.clone());
     managed.upsert(applier.clone());
     managed.entries.retain(|e| !e.fields.is_empty());

@@ -291,6 +291,19 @@ impl FieldSet {
         FieldSet { members, children }
     }
 
+    /// Takes the paths of `other` out of `self`, as [`FieldSet::difference`] does, in place.
+    pub fn subtract(&mut self, other: &FieldSet) {
+        self.members.retain(|pe| !other.members.contains(pe));
+        for (pe, theirs) in &other.children {
+            if let Some(mine) = self.children.get_mut(pe) {
+                mine.subtract(theirs);
+                if mine.is_empty() {
+                    self.children.remove(pe);
+                }
+            }
+        }
+    }
+
     /// The paths in both sets.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
         let members = self.members.intersection(&other.members).cloned().collect();
@@ -654,25 +667,28 @@ fn collect_fields(
 /// The fields Kubernetes never records in managedFields (its "strip set"): the type, the
 /// object's identity and the system-maintained metadata. Removed with
 /// [`FieldSet::difference`], so only these exact paths go (not, say, `metadata.labels`).
-pub(crate) fn system_fields() -> FieldSet {
-    let mut set = FieldSet::new();
-    for p in [
-        &["apiVersion"][..],
-        &["kind"],
-        &["metadata"],
-        &["metadata", "name"],
-        &["metadata", "namespace"],
-        &["metadata", "creationTimestamp"],
-        &["metadata", "selfLink"],
-        &["metadata", "uid"],
-        &["metadata", "clusterName"],
-        &["metadata", "generation"],
-        &["metadata", "managedFields"],
-        &["metadata", "resourceVersion"],
-    ] {
-        set.insert(&Path::fields(p).0);
-    }
-    set
+pub(crate) fn system_fields() -> &'static FieldSet {
+    static SET: std::sync::OnceLock<FieldSet> = std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        let mut set = FieldSet::new();
+        for p in [
+            &["apiVersion"][..],
+            &["kind"],
+            &["metadata"],
+            &["metadata", "name"],
+            &["metadata", "namespace"],
+            &["metadata", "creationTimestamp"],
+            &["metadata", "selfLink"],
+            &["metadata", "uid"],
+            &["metadata", "clusterName"],
+            &["metadata", "generation"],
+            &["metadata", "managedFields"],
+            &["metadata", "resourceVersion"],
+        ] {
+            set.insert(&Path::fields(p).0);
+        }
+        set
+    })
 }
 
 /// The fields a write through `subresource` cannot change (the strategy resets them), which
@@ -709,7 +725,7 @@ pub(crate) fn reset_fields(schema: Node, subresource: Option<&str>) -> FieldSet 
 /// instead (see `managed::record_update`).
 pub fn fields_of(obj: &Value, schema: Node) -> FieldSet {
     raw_fields(obj, schema)
-        .difference(&system_fields())
+        .difference(system_fields())
         .recursive_difference(&reset_fields(schema, None))
 }
 
@@ -750,6 +766,135 @@ pub(crate) fn compare(old: &Value, new: &Value, schema: Node) -> Comparison {
         &mut c,
     );
     c
+}
+
+/// What a create adds: the `added` set of [`compare`] between nothing and `new`, without the
+/// fields the main resource resets (`status`), computed in one walk of `new` that applies
+/// [`tidy`]'s rules as it goes instead of building typed views of both versions. `None` when
+/// the root of the schema does not track its fields one by one (a free-form root), for which
+/// only the general comparison applies.
+pub(crate) fn added_by_create(new: &Value, schema: Node) -> Option<FieldSet> {
+    let Track::Fields(root) = Track::of(Some(schema)) else {
+        return None;
+    };
+    let mut out = FieldSet::new();
+    let Some(map) = new.as_object() else {
+        return Some(out);
+    };
+    let reset = schema.property("status").is_some().then_some("status");
+    for (key, child) in map {
+        if Some(key.as_str()) == reset {
+            continue;
+        }
+        let node = root.child(key);
+        // `metadata`, `spec` and `status` structs are always present in the typed view (see
+        // [`typed_view`]), so the struct itself is never added, only what it holds.
+        let skeleton = matches!(key.as_str(), "metadata" | "spec" | "status")
+            && schema
+                .property(key)
+                .is_some_and(|p| p.shape() == Shape::Struct);
+        let skip = (key == "metadata").then_some("managedFields");
+        let pe = PathElement::Field(key.clone());
+        match child {
+            Value::Object(m) if skeleton => out.add_below(pe, added_fields(m, node, skip)),
+            _ if tidies_away(child, node) => {}
+            Value::Object(m) if skip.is_some() && matches!(Track::of(node), Track::Fields(_)) => {
+                out.add_below(pe.clone(), added_fields(m, node, skip));
+                out.members.insert(pe);
+            }
+            _ => out.add_value(pe, child, node),
+        }
+    }
+    Some(out)
+}
+
+impl FieldSet {
+    /// Puts `below` under `pe`, when it holds anything.
+    fn add_below(&mut self, pe: PathElement, below: FieldSet) {
+        if !below.is_empty() {
+            self.children.insert(pe, below);
+        }
+    }
+
+    /// Adds `value` (one [`tidy`] keeps) as member `pe`, with what it holds when it is tracked
+    /// field by field or item by item.
+    fn add_value(&mut self, pe: PathElement, value: &Value, node: Option<Node>) {
+        let track = Track::of(node);
+        if track.fits(value) {
+            let below = match (&track, value) {
+                (Track::Fields(n), Value::Object(m)) => added_fields(m, Some(*n), None),
+                (Track::Set, Value::Array(items)) => {
+                    let tidied: Vec<Value> = items
+                        .iter()
+                        .map(|i| tidy(i, node.and_then(|n| n.items())).unwrap_or(Value::Null))
+                        .collect();
+                    let mut below = FieldSet::new();
+                    below
+                        .members
+                        .extend(index_items(&track, &tidied).into_iter().map(|(pe, _)| pe));
+                    below
+                }
+                (Track::Keyed(keys, item_node), Value::Array(items)) => {
+                    let mut below = FieldSet::new();
+                    for item in items {
+                        let Some(key) = tidied_key(item, keys, *item_node) else {
+                            continue;
+                        };
+                        if !below.members.contains(&key) {
+                            below.add_value(key, item, *item_node);
+                        }
+                    }
+                    below
+                }
+                _ => FieldSet::new(),
+            };
+            self.add_below(pe.clone(), below);
+        }
+        self.members.insert(pe);
+    }
+}
+
+/// The fields of an object tracked field by field, leaving out those [`tidy`] drops and the
+/// one named `skip`.
+fn added_fields(map: &Map<String, Value>, node: Option<Node>, skip: Option<&str>) -> FieldSet {
+    let mut out = FieldSet::new();
+    for (key, child) in map {
+        let child_node = node.and_then(|n| n.child(key));
+        if Some(key.as_str()) == skip || tidies_away(child, child_node) {
+            continue;
+        }
+        out.add_value(PathElement::Field(key.clone()), child, child_node);
+    }
+    out
+}
+
+/// Whether [`tidy`] leaves nothing of `value`.
+fn tidies_away(value: &Value, node: Option<Node>) -> bool {
+    let shape = node.map(|n| n.shape());
+    match value {
+        Value::Null => true,
+        _ if shape == Some(Shape::Any) => false,
+        Value::Object(map) => {
+            shape == Some(Shape::Map)
+                && map
+                    .iter()
+                    .all(|(k, v)| tidies_away(v, node.and_then(|n| n.child(k))))
+        }
+        Value::Array(items) => items.is_empty() && shape == Some(Shape::Array),
+        _ => false,
+    }
+}
+
+/// The `k:` element naming a `map` list item, read from the item as [`tidy`] would leave it.
+fn tidied_key(item: &Value, keys: &[String], item_node: Option<Node>) -> Option<PathElement> {
+    let obj = item.as_object()?;
+    let mut fields = Vec::with_capacity(keys.len());
+    for k in keys {
+        let v = tidy(obj.get(k)?, item_node.and_then(|n| n.child(k)))?;
+        fields.push((k.clone(), PathValue(v)));
+    }
+    fields.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(PathElement::Key(fields))
 }
 
 fn is_empty_container(v: Option<&Value>) -> bool {
@@ -985,6 +1130,11 @@ mod tests {
         assert_eq!(a.difference(&b), set_of(&[&[f("a")], &[f("b"), f("d")]]));
         assert_eq!(a.recursive_difference(&b), set_of(&[&[f("a")]]));
         assert!(a.difference(&a).is_empty());
+        for (x, y) in [(&a, &b), (&b, &a), (&a, &a)] {
+            let mut left = x.clone();
+            left.subtract(y);
+            assert_eq!(left, x.difference(y));
+        }
         assert_eq!(
             a.paths()
                 .iter()
@@ -1046,5 +1196,105 @@ mod tests {
         assert!(c.removed.is_empty());
         let back = compare(&new, &old, sa.schema().unwrap());
         assert_eq!(back.removed.len(), 5);
+    }
+
+    /// A create's fields found in one walk are exactly those the general comparison with
+    /// nothing finds, whatever shape each value has against the schema.
+    #[test]
+    fn a_create_adds_what_the_comparison_with_nothing_adds() {
+        let definitions = json!({
+            "Thing": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"allOf": [{"$ref": "#/components/schemas/Meta"}]},
+                "spec": {"type": "object", "properties": {
+                    "replicas": {"type": "integer"},
+                    "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                              "x-kubernetes-list-map-keys": ["port", "protocol"],
+                              "items": {"type": "object", "properties": {
+                                  "port": {"type": "integer"}, "protocol": {"type": "string"},
+                                  "name": {"type": "string"},
+                                  "extra": {"type": "object",
+                                            "additionalProperties": {"type": "string"}}}}},
+                    "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                             "items": {"type": "string"}},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                 "additionalProperties": {"type": "string"}},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "nested": {"type": "object", "properties": {
+                        "inner": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+                }},
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+            }},
+            "Meta": {"type": "object", "properties": {
+                "name": {"type": "string"}, "namespace": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "managedFields": {"type": "array", "items": {"type": "object"}},
+                "finalizers": {"type": "array", "x-kubernetes-list-type": "set",
+                               "items": {"type": "string"}}
+            }}
+        });
+        let definitions = definitions.as_object().unwrap().clone();
+        let schema = Node::root(&definitions, "Thing").unwrap();
+        let objects = [
+            json!({"apiVersion": "x/v1", "kind": "Thing", "metadata": {"name": "a"}}),
+            json!({"metadata": {"name": "a", "labels": {"k": "v", "n": null}, "finalizers": [],
+                                "managedFields": [{"manager": "m"}]},
+                   "spec": {"replicas": 2,
+                            "ports": [{"port": 1, "protocol": "TCP", "name": null,
+                                       "extra": {}},
+                                      {"port": 1, "protocol": "TCP"},
+                                      {"port": 2, "protocol": null},
+                                      {"port": 3, "protocol": "UDP", "extra": {"a": "b"}},
+                                      null, 7],
+                            "tags": ["a", "b", "a", null], "args": [], "env": {"z": null},
+                            "selector": {}, "free": {"a": null, "b": [], "c": {}},
+                            "nested": {"inner": {}}},
+                   "status": {"ready": true}}),
+            json!({"metadata": null, "spec": {"nested": {"inner": {"x": null}}, "env": {},
+                   "unknown": {"a": 1}, "tags": []}}),
+            json!({"metadata": {"labels": {}}, "spec": "wrong", "status": null}),
+            json!({"spec": {"ports": "wrong", "tags": {"a": 1}, "env": [1], "nested": 3},
+                   "extra": {"a": {"b": null}}, "other": null, "list": []}),
+            json!({"spec": null, "metadata": {"name": "n"}, "top": {}}),
+        ];
+        let empty = json!({});
+        for obj in &objects {
+            let reset = reset_fields(schema, None);
+            let c = compare(&empty, obj, schema).excluding(&reset);
+            let expected = c.modified.union(&c.added);
+            let found = added_by_create(obj, schema).unwrap();
+            assert_eq!(
+                serde_json::to_string(&found.to_fields_v1()).unwrap(),
+                serde_json::to_string(&expected.to_fields_v1()).unwrap(),
+                "{obj}"
+            );
+            assert!(c.removed.is_empty(), "{obj}");
+        }
+        // Built-in kinds and their fixtures too.
+        for (rt, obj) in [
+            (
+                builtin::service_account(),
+                json!({"metadata": {"name": "s", "labels": {"a": "b"}},
+                "secrets": [{"name": "x"}, {"name": "y"}], "imagePullSecrets": [{"name": "p"}],
+                "automountServiceAccountToken": false}),
+            ),
+            (
+                builtin::namespace(),
+                json!({"metadata": {"name": "n"},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+            ),
+        ] {
+            let schema = rt.schema().unwrap();
+            let reset = reset_fields(schema, None);
+            let c = compare(&empty, &obj, schema).excluding(&reset);
+            assert_eq!(
+                added_by_create(&obj, schema).unwrap(),
+                c.modified.union(&c.added),
+                "{obj}"
+            );
+        }
     }
 }

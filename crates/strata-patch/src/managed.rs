@@ -427,16 +427,27 @@ pub fn record_update(
         }
     };
 
-    let empty = Value::Object(Map::new());
-    let ignored = fieldpath::reset_fields(schema, subresource);
-    let cmp = fieldpath::compare(old.unwrap_or(&empty), new, schema).excluding(&ignored);
-    let changed = cmp.modified.union(&cmp.added);
+    // A create changes nothing that was there: what it sets is all added, found in one walk.
+    let created = match (old, subresource) {
+        (None, None) => fieldpath::added_by_create(new, schema),
+        _ => None,
+    };
+    let (changed, removed) = match created {
+        Some(added) => (added, FieldSet::new()),
+        None => {
+            let empty = Value::Object(Map::new());
+            let ignored = fieldpath::reset_fields(schema, subresource);
+            let cmp = fieldpath::compare(old.unwrap_or(&empty), new, schema).excluding(&ignored);
+            (cmp.modified.union(&cmp.added), cmp.removed)
+        }
+    };
     for e in &mut managed.entries {
-        e.fields = e.fields.difference(&changed).difference(&cmp.removed);
+        e.fields.subtract(&changed);
+        e.fields.subtract(&removed);
     }
-    let taken = changed
-        .difference(&cmp.removed)
-        .difference(&fieldpath::system_fields());
+    let mut taken = changed;
+    taken.subtract(&removed);
+    taken.subtract(fieldpath::system_fields());
     if !taken.is_empty() {
         let mut entry =
             ManagedFieldsEntry::new(manager, Operation::Update, api_version, subresource);
