@@ -18,8 +18,17 @@ pub enum ObjectError {
 }
 
 /// A Kubernetes-style object: `kind`, `apiVersion`, `metadata` and kind-specific fields.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct Object(Map<String, Value>);
+///
+/// It holds its tree as a [`Value`] that is always an object, so that code taking any JSON
+/// value (validation, CEL) reads it without a copy ([`Object::as_value`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Object(Value);
+
+impl Default for Object {
+    fn default() -> Self {
+        Object(Value::Object(Map::new()))
+    }
+}
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -36,17 +45,17 @@ impl Object {
     /// Wraps a value tree, checking that it is an object and that `metadata` (if present) is one
     /// and holds strings where strings belong.
     pub fn from_value(v: Value) -> Result<Self, ObjectError> {
-        let Value::Object(map) = v else {
+        if !v.is_object() {
             return Err(ObjectError::NotAnObject(type_name(&v)));
-        };
-        let obj = Self(map);
+        }
+        let obj = Self(v);
         obj.check_shape()?;
         Ok(obj)
     }
 
     fn check_shape(&self) -> Result<(), ObjectError> {
         for key in ["kind", "apiVersion"] {
-            match self.0.get(key) {
+            match self.as_map().get(key) {
                 None | Some(Value::String(_)) | Some(Value::Null) => {}
                 Some(_) => {
                     return Err(ObjectError::WrongType {
@@ -56,7 +65,7 @@ impl Object {
                 }
             }
         }
-        let meta = match self.0.get("metadata") {
+        let meta = match self.as_map().get("metadata") {
             None | Some(Value::Null) => return Ok(()),
             Some(Value::Object(m)) => m,
             Some(_) => {
@@ -111,19 +120,32 @@ impl Object {
     }
 
     pub fn into_value(self) -> Value {
-        Value::Object(self.0)
+        self.0
     }
 
-    pub fn as_map(&self) -> &Map<String, Value> {
+    /// The object as the JSON value it is.
+    pub fn as_value(&self) -> &Value {
         &self.0
     }
 
+    pub fn as_map(&self) -> &Map<String, Value> {
+        match &self.0 {
+            Value::Object(m) => m,
+            // Every constructor stores an object, and only maps are handed out for changes.
+            _ => unreachable!("an Object always holds a JSON object"),
+        }
+    }
+
     pub fn as_map_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.0
+        match &mut self.0 {
+            Value::Object(m) => m,
+            // Every constructor stores an object, and only maps are handed out for changes.
+            _ => unreachable!("an Object always holds a JSON object"),
+        }
     }
 
     fn str_field(&self, key: &str) -> &str {
-        self.0.get(key).and_then(Value::as_str).unwrap_or("")
+        self.as_map().get(key).and_then(Value::as_str).unwrap_or("")
     }
 
     pub fn kind(&self) -> &str {
@@ -136,27 +158,28 @@ impl Object {
 
     /// Sets `kind` and `apiVersion`, keeping them first in the serialized output.
     pub fn set_type_meta(&mut self, api_version: &str, kind: &str) {
-        let rest = std::mem::take(&mut self.0);
-        self.0.insert("kind".into(), Value::String(kind.into()));
-        self.0
-            .insert("apiVersion".into(), Value::String(api_version.into()));
+        let map = self.as_map_mut();
+        let rest = std::mem::take(map);
+        map.insert("kind".into(), Value::String(kind.into()));
+        map.insert("apiVersion".into(), Value::String(api_version.into()));
         for (k, v) in rest {
             if k != "kind" && k != "apiVersion" {
-                self.0.insert(k, v);
+                map.insert(k, v);
             }
         }
     }
 
     pub fn metadata(&self) -> Option<&Map<String, Value>> {
-        self.0.get("metadata").and_then(Value::as_object)
+        self.as_map().get("metadata").and_then(Value::as_object)
     }
 
     /// The metadata map, created (and placed after the type fields) when absent or null.
     pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
-        if !matches!(self.0.get("metadata"), Some(Value::Object(_))) {
-            self.0.insert("metadata".into(), Value::Object(Map::new()));
+        let map = self.as_map_mut();
+        if !matches!(map.get("metadata"), Some(Value::Object(_))) {
+            map.insert("metadata".into(), Value::Object(Map::new()));
         }
-        match self.0.get_mut("metadata") {
+        match map.get_mut("metadata") {
             Some(Value::Object(m)) => m,
             // The branch above guarantees an object is present.
             _ => unreachable!("metadata was just inserted as an object"),

@@ -5,6 +5,7 @@
 //! A served version's strategy can be changed in place ([`CustomResourceStrategy::set`]), so a
 //! CRD update takes effect on the next request without dropping the type's watch cache.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -186,13 +187,12 @@ impl Strategy for CustomResourceStrategy {
 
     fn validate_write(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let c = self.current();
-        let value = Value::Object(obj.as_map().clone());
-        let mut errors = strata_apiext::validate::validate_with(&c.schema, &value);
+        let value = obj.as_value();
+        let mut errors = strata_apiext::validate::validate_with(&c.schema, value);
         if !c.rules.is_empty() {
-            let old_value = old.map(|o| Value::Object(o.as_map().clone()));
             // A rule failing on a value the update left unchanged is not the writer's fault
             // (ratcheting): Kubernetes warns about it instead, and so the update goes through.
-            errors.extend(c.rules.evaluate(&value, old_value.as_ref()).errors);
+            errors.extend(c.rules.evaluate(value, old.map(Object::as_value)).errors);
         }
         errors
     }
@@ -204,12 +204,17 @@ impl Strategy for CustomResourceStrategy {
         Self::default(&c, obj);
     }
 
-    fn convert_to_storage(&self, obj: &mut Object) {
+    fn to_storage<'a>(&self, obj: &'a Object) -> Cow<'a, Object> {
         let c = self.current();
-        obj.as_map_mut().insert(
+        if obj.api_version() == c.storage_api_version {
+            return Cow::Borrowed(obj);
+        }
+        let mut stored = obj.clone();
+        stored.as_map_mut().insert(
             "apiVersion".into(),
             Value::String(c.storage_api_version.clone()),
         );
+        Cow::Owned(stored)
     }
 }
 

@@ -2,6 +2,8 @@
 //! (core/v1, and the same objects at events.k8s.io/v1) and Leases (coordination.k8s.io/v1), with
 //! Kubernetes' defaulting, conversion and validation.
 
+use std::borrow::Cow;
+
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -567,8 +569,10 @@ impl Strategy for EventsV1Strategy {
         convert_event(obj, true);
     }
 
-    fn convert_to_storage(&self, obj: &mut Object) {
-        convert_event(obj, false);
+    fn to_storage<'a>(&self, obj: &'a Object) -> Cow<'a, Object> {
+        let mut stored = obj.clone();
+        convert_event(&mut stored, false);
+        Cow::Owned(stored)
     }
 }
 

@@ -397,10 +397,37 @@ fn unix_now() -> u64 {
 /// The stored form of an object: compact JSON without `resourceVersion` (the revision is the
 /// version), in the form its type is stored in.
 fn encode_stored(rt: &RegisteredType, obj: &Object) -> Bytes {
-    let mut v = obj.clone();
-    v.set_resource_version("");
-    rt.strategy.convert_to_storage(&mut v);
-    Bytes::from(strata_codec::json::compact(&v.into_value()))
+    let stored = rt.strategy.to_storage(obj);
+    Bytes::from(serde_json::to_vec(&Unversioned(stored.as_map())).expect("JSON values encode"))
+}
+
+/// An object's fields as they are stored: all but `metadata.resourceVersion`, which the store's
+/// revision of the key replaces.
+struct Unversioned<'a>(&'a serde_json::Map<String, Value>);
+
+impl serde::Serialize for Unversioned<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = s.serialize_map(None)?;
+        for (k, v) in self.0 {
+            match v {
+                Value::Object(meta) if k == "metadata" => {
+                    out.serialize_entry(k, &Without(meta, "resourceVersion"))?
+                }
+                _ => out.serialize_entry(k, v)?,
+            }
+        }
+        out.end()
+    }
+}
+
+/// A map without one key.
+struct Without<'a>(&'a serde_json::Map<String, Value>, &'a str);
+
+impl serde::Serialize for Without<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().filter(|(k, _)| *k != self.1))
+    }
 }
 
 /// Reads a stored object back and stamps its resource version; a value that does not decode is

@@ -1,6 +1,7 @@
 //! Strategies: the few behaviours particular to a kind (defaulting, field resets, validation),
 //! plugged into the generic REST code. A kind with no special needs uses [`DefaultStrategy`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -80,9 +81,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// (`strata_object::resource::COHABITING`); the stored form is usually the type's own.
     fn convert_from_storage(&self, _obj: &mut Object) {}
 
-    /// Turns an object of this type into the form it is stored in (the inverse of
-    /// [`Strategy::convert_from_storage`]).
-    fn convert_to_storage(&self, _obj: &mut Object) {}
+    /// The form an object of this type is stored in (the inverse of
+    /// [`Strategy::convert_from_storage`]): the object itself when that is its stored form, as
+    /// for most types, so that storing it copies nothing.
+    fn to_storage<'a>(&self, obj: &'a Object) -> Cow<'a, Object> {
+        Cow::Borrowed(obj)
+    }
 }
 
 /// The strategy of a built-in type (`strata_object::builtin::all()`), by its group and kind;
