@@ -43,6 +43,9 @@ pub struct Node<'a> {
     outer: &'a Value,
     /// The schema after following `allOf: [{$ref}]` / `$ref` (the type's shape lives here).
     inner: &'a Value,
+    /// [`Node::shape`], worked out once when the node is reached: every walk asks it of every
+    /// node, and each answer takes several keyword lookups in the raw schema.
+    shape: Shape,
 }
 
 impl<'a> Node<'a> {
@@ -69,11 +72,14 @@ impl<'a> Node<'a> {
                 break;
             }
         }
-        Node {
+        let mut node = Node {
             definitions,
             outer,
             inner,
-        }
+            shape: Shape::Any,
+        };
+        node.shape = node.find_shape();
+        node
     }
 
     /// An extension or keyword, looked up on the declaring schema first.
@@ -82,6 +88,10 @@ impl<'a> Node<'a> {
     }
 
     pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    fn find_shape(&self) -> Shape {
         if self.preserves_unknown_fields() {
             return Shape::Any;
         }
@@ -224,20 +234,25 @@ impl Node<'_> {
         let len = path.len();
         match (self.shape(), value) {
             (Shape::Struct, Value::Object(members)) => {
-                members.retain(|k, _| {
-                    let known = self.property(k).is_some();
-                    if !known {
-                        found.push(join(path, k));
-                    }
-                    known
-                });
+                // One schema lookup per member; this level's unknown members are reported
+                // before those found below it.
+                let mut unknown = Vec::new();
+                let mut below = Vec::new();
                 for (k, v) in members.iter_mut() {
-                    if let Some(child) = self.property(k) {
-                        push_key(path, k);
-                        child.prune_at(v, path, found);
-                        path.truncate(len);
+                    match self.property(k) {
+                        Some(child) => {
+                            push_key(path, k);
+                            child.prune_at(v, path, &mut below);
+                            path.truncate(len);
+                        }
+                        None => unknown.push(k.clone()),
                     }
                 }
+                if !unknown.is_empty() {
+                    members.retain(|k, _| !unknown.contains(k));
+                    found.extend(unknown.iter().map(|k| join(path, k)));
+                }
+                found.append(&mut below);
             }
             (Shape::Map, Value::Object(members)) => {
                 if let Some(child) = self.values() {
