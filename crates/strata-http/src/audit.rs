@@ -14,15 +14,12 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, Method, Request, Response};
 use http_body_util::BodyExt;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde::{Deserialize, Serialize};
@@ -31,6 +28,7 @@ use strata_auth::authz::Attributes;
 use strata_auth::UserInfo;
 use time::OffsetDateTime;
 
+use crate::guarded::with_guard;
 use crate::respond::{self, Body};
 
 /// How much of a request is recorded.
@@ -932,7 +930,7 @@ impl Handle {
             };
             self.send(line).await;
             let guard = WatchEnd(self);
-            return resp.map(|inner| Tracked { inner, guard }.boxed());
+            return resp.map(|inner| with_guard(inner, guard));
         }
         let (resp, status, object) = read_response(resp, level == Level::RequestResponse).await;
         let (started, complete) = {
@@ -1158,33 +1156,6 @@ impl Drop for PanicGuard {
         if let Some(line) = line {
             auditor.backend.process_now(line);
         }
-    }
-}
-
-/// A watch response body that records the watch's end when it is dropped.
-struct Tracked {
-    inner: Body,
-    #[allow(dead_code)]
-    guard: WatchEnd,
-}
-
-impl HttpBody for Tracked {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

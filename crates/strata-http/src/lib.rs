@@ -7,6 +7,7 @@
 mod access;
 pub mod audit;
 mod discovery;
+mod guarded;
 mod handlers;
 pub mod httplog;
 mod inflight;

@@ -8,16 +8,12 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use http::{header, HeaderMap, Method, Response};
-use http_body_util::BodyExt;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Body as HttpBody;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -28,6 +24,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use strata_object::Status;
 
+use crate::guarded::with_guard;
 use crate::respond::Body;
 
 pub mod sharded;
@@ -780,7 +777,7 @@ impl<'m> Probe<'m> {
                 code,
                 family: self.metrics.requests.clone(),
             };
-            return resp.map(|inner| Tracked { inner, watch }.boxed());
+            return resp.map(|inner| with_guard(inner, watch));
         }
         counter.inc();
         series.latency.observe(self.started.elapsed().as_secs_f64());
@@ -817,34 +814,6 @@ impl Drop for Watch {
         if let Some(open) = &self.series.longrunning {
             open.dec();
         }
-    }
-}
-
-/// A watch response body that records the watch when it is dropped.
-struct Tracked {
-    inner: Body,
-    /// Recorded on drop.
-    #[allow(dead_code)]
-    watch: Watch,
-}
-
-impl HttpBody for Tracked {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 
