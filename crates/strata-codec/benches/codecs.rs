@@ -4,7 +4,8 @@
 //!
 //! The object is the golden fixture `testdata/HEAD/v1.ServiceAccount.json` (every field set,
 //! managedFields included); the list's items are copies of it with their own name, uid and
-//! resourceVersion. Throughput counts each format's own bytes. Run with
+//! resourceVersion. Throughput counts each format's own bytes. `decode/json-strict` is the
+//! decoder of request bodies (`strict::json`, which also finds repeated member names). Run with
 //! `cargo bench -p strata-codec --bench codecs`; results are in `docs/benchmarks.md`.
 
 use std::hint::black_box;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use serde_json::{json, Value};
-use strata_codec::{cbor, json, proto, yaml};
+use strata_codec::{cbor, json, proto, strict, yaml};
 
 const LIST_ITEMS: usize = 10_000;
 
@@ -100,10 +101,23 @@ fn bench_all(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, v
     }
 }
 
+/// The strict JSON decoder, which request bodies go through.
+fn bench_strict(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, v: &Value) {
+    let bytes = json::encode(v, false);
+    let decoded = strict::json(&bytes).unwrap();
+    assert_eq!(&decoded.value, v, "strict JSON round trip");
+    assert!(decoded.duplicates.is_empty());
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function("decode/json-strict", |b| {
+        b.iter(|| strict::json(black_box(&bytes)).unwrap())
+    });
+}
+
 fn codecs(c: &mut Criterion) {
     let sa = service_account();
     let mut group = c.benchmark_group("ServiceAccount");
     bench_all(&mut group, &sa);
+    bench_strict(&mut group, &sa);
     group.finish();
 
     let list = service_account_list(&sa, LIST_ITEMS);
@@ -114,6 +128,7 @@ fn codecs(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(2))
         .measurement_time(Duration::from_secs(10));
     bench_all(&mut group, &list);
+    bench_strict(&mut group, &list);
     group.finish();
 }
 

@@ -10,7 +10,17 @@ pub struct DecodeError(pub String);
 
 /// Parses a JSON document.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
-    serde_json::from_slice(bytes).map_err(|e| decode_error(&e))
+    from_slice(bytes).map_err(|e| decode_error(&e))
+}
+
+/// Parses a JSON document into a value, giving what `serde_json::from_slice` gives (the same
+/// value, the same error) in less time: for callers that word errors themselves, such as the
+/// watch cache reading stored objects.
+pub fn from_slice(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    match crate::parse::parse(bytes, false) {
+        Some(value) => Ok(value),
+        None => serde_json::from_slice(bytes),
+    }
 }
 
 /// A JSON parse error worded for clients.

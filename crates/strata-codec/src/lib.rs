@@ -6,6 +6,7 @@
 pub mod cbor;
 pub mod json;
 pub mod media;
+mod parse;
 pub mod proto;
 pub mod strict;
 pub mod yaml;

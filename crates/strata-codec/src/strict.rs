@@ -23,6 +23,19 @@ pub struct Decoded {
 
 /// Decodes JSON, recording duplicate members.
 pub fn json(bytes: &[u8]) -> Result<Decoded, DecodeError> {
+    // The fast parser answers for a well-formed document without duplicates, the usual body;
+    // for anything else the tree below decodes it, and reports what it finds.
+    match crate::parse::parse(bytes, true) {
+        Some(value) => Ok(Decoded {
+            value,
+            duplicates: Vec::new(),
+        }),
+        None => json_tree(bytes),
+    }
+}
+
+/// [`json`] through the tree of this module alone.
+pub(crate) fn json_tree(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     let dups = RefCell::new(Vec::new());
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = Tree {
