@@ -1,7 +1,7 @@
 //! The YAML codec (`application/yaml`): documents decode to the same value trees as JSON, and
 //! values encode as block YAML.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::json::DecodeError;
 
@@ -31,6 +31,72 @@ pub fn encode(v: &Value) -> Vec<u8> {
         .into_bytes()
 }
 
+/// Encodes `v` as it appears as one element of a top-level mapping's block sequence, as in
+/// a list's `items:`: its document with `- ` before the first line and two spaces before every
+/// further line that is not empty. The emitter indents nested content by two spaces per level
+/// relative to its parent, never folds lines, and writes empty lines of block scalars without
+/// indentation, so this is exactly what the emitter writes for `v` in that place.
+pub fn encode_sequence_element(v: &Value) -> Vec<u8> {
+    let doc = encode(v);
+    let lines = doc.iter().filter(|&&b| b == b'\n').count();
+    let mut out = Vec::with_capacity(doc.len() + 2 * lines + 2);
+    out.extend_from_slice(b"- ");
+    let mut first = true;
+    for line in doc.split_inclusive(|&b| b == b'\n') {
+        if !first && line != b"\n" {
+            out.extend_from_slice(b"  ");
+        }
+        first = false;
+        out.extend_from_slice(line);
+    }
+    out
+}
+
+/// Encodes a list: the members of `fields` in their order, with an `items` sequence (at the
+/// place of a member named `items` in `fields`, whose value is ignored, else last) made of
+/// elements already encoded by [`encode_sequence_element`]. The bytes equal [`encode`] of the
+/// whole object, so a list can be assembled from encodings kept per object.
+pub fn encode_list<I>(fields: &Map<String, Value>, items: I) -> Vec<u8>
+where
+    I: IntoIterator,
+    I::Item: AsRef<[u8]>,
+{
+    const ITEMS: &str = "items";
+    let mut items = items.into_iter().peekable();
+    let mut out = Vec::with_capacity(256);
+    let mut members = Map::new();
+    let flush = |members: &mut Map<String, Value>, out: &mut Vec<u8>| {
+        if !members.is_empty() {
+            out.extend_from_slice(&encode(&Value::Object(std::mem::take(members))));
+        }
+    };
+    let mut write_items = |members: &mut Map<String, Value>, out: &mut Vec<u8>| {
+        flush(members, out);
+        if items.peek().is_none() {
+            out.extend_from_slice(b"items: []\n");
+            return;
+        }
+        out.extend_from_slice(b"items:\n");
+        for item in items.by_ref() {
+            out.extend_from_slice(item.as_ref());
+        }
+    };
+    let mut written = false;
+    for (k, v) in fields {
+        if k == ITEMS {
+            write_items(&mut members, &mut out);
+            written = true;
+        } else {
+            members.insert(k.clone(), v.clone());
+        }
+    }
+    if !written {
+        write_items(&mut members, &mut out);
+    }
+    flush(&mut members, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,6 +109,68 @@ mod tests {
         let text = encode(&v);
         assert_eq!(decode(&text).unwrap(), v);
         assert!(String::from_utf8_lossy(&text).contains("kind: ServiceAccount"));
+    }
+
+    /// Values whose YAML exercises the emitter's styles: block scalars with empty and
+    /// indented lines, quoted and long strings, nested sequences and mappings, empty
+    /// containers, long keys and non-ASCII text.
+    fn awkward_values() -> Vec<Value> {
+        vec![
+            json!({}),
+            json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "true"}},
+                "secrets": [{"name": "t"}], "imagePullSecrets": []}),
+            json!({"data": {"script": "line one\n\n  indented\nlast\n",
+                "trailing": "a\n\n\n", "leading": "\n\nx", "spaces": "a \n b",
+                "tabs": "a\tb\n\tc", "crlf": "a\r\nb", "quote": "'x' \"y\"",
+                "colon": "a: b", "dash": "- x", "hash": "# c", "empty": "", "blank": "  ",
+                "yes": "yes", "null": "null", "num": "0123", "float": "1e3",
+                "long": "word ".repeat(60), "unicode": "grüße 日本 \u{1F600}",
+                "control": "bell\u{7}"}}),
+            json!({"k".repeat(200): "long key", "multi\nline key": 1,
+                "n": [1, -2, 3.5, 1e300, 0], "b": [true, false, null],
+                "nested": [[1, [2, []]], {"a": [{"b": {"c": ["d\ne"]}}]}, {}]}),
+            json!({"spec": {"list": [{"a": 1, "b": {"c": [{"d": "x\n  y\n"}]}}],
+                "map": {"": "empty key", " ": "space key", "-": "dash"}}}),
+        ]
+    }
+
+    /// A list assembled from per-item encodings is byte for byte the direct encoding.
+    #[test]
+    fn assembled_lists_equal_direct_encoding() {
+        let items = awkward_values();
+        for n in 0..=items.len() {
+            let items = &items[..n];
+            let whole = json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": "42", "continue": "e30="}, "items": items});
+            let parts: Vec<Vec<u8>> = items.iter().map(encode_sequence_element).collect();
+            let mut fields = whole.as_object().unwrap().clone();
+            let direct = encode(&whole);
+            assert_eq!(
+                String::from_utf8(encode_list(&fields, &parts)).unwrap(),
+                String::from_utf8(direct.clone()).unwrap()
+            );
+            // `items` first, in the middle, or absent (last).
+            for at in [0, 2] {
+                let mut reordered = Map::new();
+                for (i, (k, v)) in fields.iter().filter(|(k, _)| *k != "items").enumerate() {
+                    if i == at {
+                        reordered.insert("items".into(), json!(items));
+                    }
+                    reordered.insert(k.clone(), v.clone());
+                }
+                assert_eq!(
+                    encode_list(&reordered, &parts),
+                    encode(&Value::Object(reordered.clone()))
+                );
+            }
+            fields.remove("items");
+            assert_eq!(encode_list(&fields, &parts), direct);
+            assert_eq!(decode(&encode_list(&fields, &parts)).unwrap(), whole);
+        }
+        assert_eq!(
+            encode_list(&Map::new(), Vec::<Vec<u8>>::new()),
+            encode(&json!({"items": []}))
+        );
     }
 
     #[test]
