@@ -4,7 +4,7 @@
 //! the object as `includeObject` asks.
 
 use serde_json::{json, Map, Value};
-use strata_object::printer::{OffsetDateTime, PrinterColumn};
+use strata_object::printer::{human_duration, OffsetDateTime, PrinterColumn, TimedCell};
 use strata_object::{Object, Status};
 
 /// Which `object` each row carries.
@@ -71,35 +71,163 @@ fn columns(target: &TableTarget) -> Value {
     ])
 }
 
-fn cells(obj: &Object, target: &TableTarget, now: OffsetDateTime) -> Value {
+/// A row's cells, with the time left open (see [`TimedCell`]).
+fn timed_cells(obj: &Object, target: &TableTarget) -> Vec<TimedCell> {
     if !target.columns.is_empty() {
         return target
             .columns
             .iter()
-            .map(|c| c.cell(obj.as_map(), now))
+            .map(|c| c.timed_cell(obj.as_map()))
             .collect();
     }
     let created = match obj.creation_timestamp() {
         "" => Value::Null,
         t => json!(t),
     };
-    json!([obj.name(), created])
+    vec![
+        TimedCell::Fixed(json!(obj.name())),
+        TimedCell::Fixed(created),
+    ]
+}
+
+/// The `object` a row carries, as `include` asks.
+fn row_object(obj: &Object, include: IncludeObject, target: &TableTarget) -> Option<Value> {
+    match include {
+        IncludeObject::None => None,
+        IncludeObject::Metadata => Some(json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": target.api_version(),
+            "metadata": obj.metadata().cloned().unwrap_or_default(),
+        })),
+        IncludeObject::Object => Some(obj.as_value().clone()),
+    }
 }
 
 fn row(obj: &Object, include: IncludeObject, target: &TableTarget, now: OffsetDateTime) -> Value {
-    let mut r = json!({"cells": cells(obj, target, now)});
-    match include {
-        IncludeObject::None => {}
-        IncludeObject::Metadata => {
-            r["object"] = json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": target.api_version(),
-                "metadata": obj.metadata().cloned().unwrap_or_default(),
-            });
-        }
-        IncludeObject::Object => r["object"] = obj.clone().into_value(),
+    let cells: Vec<Value> = timed_cells(obj, target)
+        .into_iter()
+        .map(|c| c.at(now))
+        .collect();
+    let mut r = json!({"cells": cells});
+    if let Some(object) = row_object(obj, include, target) {
+        r["object"] = object;
     }
     r
+}
+
+/// A Table row with its ages left open, to be kept on the object version and finished for
+/// each answer by [`write_row`]; the same for every reader whatever the time.
+///
+/// Layout: the number of open cells (u32), then for each its offset in the row's text (u32)
+/// and its instant (i128 Unix nanoseconds), all big-endian; then the row's compact JSON with
+/// nothing at those offsets.
+pub fn row_template(obj: &Object, include: IncludeObject, target: &TableTarget) -> Vec<u8> {
+    let cells = timed_cells(obj, target);
+    let mut open: Vec<(u32, i128)> = Vec::new();
+    let mut text = Vec::with_capacity(512);
+    text.extend_from_slice(b"{\"cells\":[");
+    for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            text.push(b',');
+        }
+        match cell {
+            TimedCell::Fixed(v) => write_json(&mut text, v),
+            TimedCell::Since(t) => open.push((text.len() as u32, t.unix_timestamp_nanos())),
+        }
+    }
+    text.push(b']');
+    if let Some(object) = row_object(obj, include, target) {
+        text.extend_from_slice(b",\"object\":");
+        write_json(&mut text, &object);
+    }
+    text.push(b'}');
+    let mut out = Vec::with_capacity(4 + open.len() * 20 + text.len());
+    out.extend_from_slice(&(open.len() as u32).to_be_bytes());
+    for (at, nanos) in open {
+        out.extend_from_slice(&at.to_be_bytes());
+        out.extend_from_slice(&nanos.to_be_bytes());
+    }
+    out.extend_from_slice(&text);
+    out
+}
+
+/// Appends the row of `template` (made by [`row_template`]) at time `now` to `out`.
+pub fn write_row(template: &[u8], now: OffsetDateTime, out: &mut Vec<u8>) {
+    let word = |at: usize| u32::from_be_bytes(template[at..at + 4].try_into().unwrap_or_default());
+    let open = word(0) as usize;
+    let text = &template[4 + open * 20..];
+    let mut copied = 0;
+    for i in 0..open {
+        let entry = 4 + i * 20;
+        let at = word(entry) as usize;
+        let nanos = i128::from_be_bytes(
+            template[entry + 4..entry + 20]
+                .try_into()
+                .unwrap_or_default(),
+        );
+        out.extend_from_slice(&text[copied..at]);
+        let age = OffsetDateTime::from_unix_timestamp_nanos(nanos)
+            .map(|t| human_duration(now - t))
+            .unwrap_or_default();
+        write_json(out, &Value::String(age));
+        copied = at;
+    }
+    out.extend_from_slice(&text[copied..]);
+}
+
+/// `v` as compact JSON (writing into memory cannot fail).
+fn write_json(out: &mut Vec<u8>, v: &Value) {
+    let _ = serde_json::to_writer(out, v);
+}
+
+/// A Table of rows kept as [`row_template`]s, finished at the current time, with list
+/// metadata `meta` and the column definitions: the bytes `strata_codec::json::encode` writes
+/// for [`table`] of the same objects (compact, with its trailing newline).
+pub fn table_of_templates<'a>(
+    templates: impl IntoIterator<Item = &'a [u8]>,
+    meta: Map<String, Value>,
+    include: IncludeObject,
+    target: &TableTarget,
+) -> Vec<u8> {
+    table_of_templates_at(templates, meta, include, target, OffsetDateTime::now_utc())
+}
+
+fn table_of_templates_at<'a>(
+    templates: impl IntoIterator<Item = &'a [u8]>,
+    meta: Map<String, Value>,
+    include: IncludeObject,
+    target: &TableTarget,
+    now: OffsetDateTime,
+) -> Vec<u8> {
+    // The Table without rows ends with its last member, `"rows":[]}`: the rows go before
+    // the closing `]}`.
+    let empty = table_at(&[], meta, include, target, true, now);
+    let mut out = strata_codec::json::compact(&empty);
+    debug_assert!(out.ends_with(b"[]}"));
+    out.truncate(out.len().saturating_sub(2));
+    for (i, template) in templates.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_row(template, now, &mut out);
+    }
+    out.extend_from_slice(b"]}\n");
+    out
+}
+
+/// A name for the row templates of `target` and `include` among an object version's kept
+/// encodings: it names the columns too, as a custom resource's columns change with its CRD.
+pub fn template_name(include: IncludeObject, target: &TableTarget) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{:?}", target.columns).hash(&mut h);
+    format!(
+        "table-row;g={};v={};include={};columns={:016x}",
+        target.group,
+        target.version,
+        include.as_str(),
+        h.finish()
+    )
 }
 
 /// A Table of `objects` with list metadata `meta`.
@@ -110,7 +238,24 @@ pub fn table(
     target: &TableTarget,
     with_columns: bool,
 ) -> Value {
-    let now = OffsetDateTime::now_utc();
+    table_at(
+        objects,
+        meta,
+        include,
+        target,
+        with_columns,
+        OffsetDateTime::now_utc(),
+    )
+}
+
+fn table_at(
+    objects: &[Object],
+    meta: Map<String, Value>,
+    include: IncludeObject,
+    target: &TableTarget,
+    with_columns: bool,
+    now: OffsetDateTime,
+) -> Value {
     json!({
         "kind": "Table",
         "apiVersion": target.api_version(),
@@ -118,4 +263,115 @@ pub fn table(
         "columnDefinitions": if with_columns { columns(target) } else { Value::Null },
         "rows": objects.iter().map(|o| row(o, include, target, now)).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_object::builtin;
+
+    fn objects() -> Vec<Object> {
+        let v = [
+            json!({"kind": "ServiceAccount", "apiVersion": "v1",
+                "metadata": {"name": "a", "namespace": "default", "resourceVersion": "7",
+                    "creationTimestamp": "2024-05-01T10:00:00Z", "labels": {"x": "y"}},
+                "secrets": [{"name": "s1"}, {"name": "s2"}]}),
+            json!({"kind": "ServiceAccount", "apiVersion": "v1",
+                "metadata": {"name": "no-time \"quoted\" \u{e9}", "namespace": "default"}}),
+            json!({"kind": "ServiceAccount", "apiVersion": "v1",
+                "metadata": {"name": "zero", "creationTimestamp": "0001-01-01T00:00:00Z"},
+                "spec": {"when": "2024-05-03T12:55:00Z", "bad": "later"}}),
+        ];
+        v.into_iter()
+            .map(|v| Object::from_value(v).unwrap())
+            .collect()
+    }
+
+    fn targets() -> Vec<TableTarget> {
+        let target = |columns| TableTarget {
+            group: "meta.k8s.io".into(),
+            version: "v1".into(),
+            columns,
+        };
+        let mut dates = builtin::service_account().printer_columns;
+        for path in [".spec.when", ".spec.bad", ".spec.none"] {
+            dates.push(PrinterColumn::new(
+                path,
+                strata_object::printer::ColumnType::Date,
+                "",
+                strata_object::printer::Cell::Path(
+                    strata_object::printer::JsonPath::parse(path).unwrap(),
+                ),
+            ));
+        }
+        vec![
+            target(builtin::service_account().printer_columns),
+            target(Vec::new()),
+            target(dates),
+            target(builtin::event().printer_columns),
+        ]
+    }
+
+    /// A Table assembled from kept row templates is, at any time, byte for byte the Table
+    /// rendered directly at that time.
+    #[test]
+    fn tables_of_templates_equal_direct_tables() {
+        let objects = objects();
+        for target in targets() {
+            for include in [
+                IncludeObject::None,
+                IncludeObject::Metadata,
+                IncludeObject::Object,
+            ] {
+                let templates: Vec<Vec<u8>> = objects
+                    .iter()
+                    .map(|o| row_template(o, include, &target))
+                    .collect();
+                for now in [
+                    "2024-05-01T10:00:00Z",
+                    "2024-05-03T13:00:00Z",
+                    "2031-01-01T00:00:00Z",
+                ] {
+                    let now = strata_object::parse_time(now).unwrap();
+                    for n in 0..=objects.len() {
+                        let mut meta = Map::new();
+                        meta.insert("resourceVersion".into(), json!("9"));
+                        let direct = strata_codec::json::encode(
+                            &table_at(&objects[..n], meta.clone(), include, &target, true, now),
+                            false,
+                        );
+                        let assembled = table_of_templates_at(
+                            templates[..n].iter().map(Vec::as_slice),
+                            meta,
+                            include,
+                            &target,
+                            now,
+                        );
+                        assert_eq!(
+                            String::from_utf8(assembled).unwrap(),
+                            String::from_utf8(direct).unwrap()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn template_names_tell_columns_apart() {
+        let targets = targets();
+        let names: Vec<String> = targets
+            .iter()
+            .map(|t| template_name(IncludeObject::Metadata, t))
+            .collect();
+        for (i, a) in names.iter().enumerate() {
+            for b in &names[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_ne!(
+            template_name(IncludeObject::None, &targets[0]),
+            template_name(IncludeObject::Metadata, &targets[0])
+        );
+    }
 }

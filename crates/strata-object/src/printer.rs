@@ -163,10 +163,17 @@ impl PrinterColumn {
 
     /// The cell of this column for `obj` (an object's top-level map) at time `now`.
     pub fn cell(&self, obj: &Map<String, Value>, now: OffsetDateTime) -> Value {
+        self.timed_cell(obj).at(now)
+    }
+
+    /// The cell of this column for `obj` with the time left open: what a Table row keeps so
+    /// that it can be finished at any later time ([`TimedCell::at`] gives [`Self::cell`]).
+    pub fn timed_cell(&self, obj: &Map<String, Value>) -> TimedCell {
+        let fixed = TimedCell::Fixed;
         match &self.cell {
             Cell::Path(path) => match path.find_in(obj).first() {
-                Some(v) => typed_cell(self.column_type, v, now),
-                None => Value::Null,
+                Some(v) => typed_cell(self.column_type, v),
+                None => fixed(Value::Null),
             },
             Cell::Age => {
                 let created = obj
@@ -174,7 +181,7 @@ impl PrinterColumn {
                     .and_then(|m| m.get("creationTimestamp"))
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                json!(age_of(created, now))
+                age_cell(created)
             }
             Cell::Count(paths) => {
                 let n: usize = paths
@@ -186,7 +193,7 @@ impl PrinterColumn {
                         _ => 0,
                     })
                     .sum();
-                json!(n)
+                fixed(json!(n))
             }
             Cell::RoleRef => {
                 let field = |k: &str| {
@@ -196,19 +203,52 @@ impl PrinterColumn {
                         .unwrap_or("")
                         .to_string()
                 };
-                json!(format!("{}/{}", field("kind"), field("name")))
+                fixed(json!(format!("{}/{}", field("kind"), field("name"))))
             }
-            Cell::Subjects(kind) => json!(subjects(obj, *kind).join(", ")),
+            Cell::Subjects(kind) => fixed(json!(subjects(obj, *kind).join(", "))),
             Cell::Text(path) => match path.find_in(obj).first() {
-                Some(Value::String(s)) => json!(s),
-                Some(v @ (Value::Number(_) | Value::Bool(_))) => {
-                    typed_cell(ColumnType::String, v, now)
-                }
-                _ => json!(""),
+                Some(Value::String(s)) => fixed(json!(s)),
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => typed_cell(ColumnType::String, v),
+                _ => fixed(json!("")),
             },
-            Cell::Event(which) => event_cell(obj, *which, now),
+            Cell::Event(which) => event_cell(obj, *which),
         }
     }
+}
+
+/// A cell whose value may depend on the time it is shown at.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TimedCell {
+    /// The same at every time.
+    Fixed(Value),
+    /// The age of this instant: [`human_duration`] of the time since it.
+    Since(OffsetDateTime),
+}
+
+impl TimedCell {
+    /// The cell at time `now`.
+    pub fn at(self, now: OffsetDateTime) -> Value {
+        match self {
+            TimedCell::Fixed(v) => v,
+            TimedCell::Since(t) => json!(human_duration(now - t)),
+        }
+    }
+}
+
+/// The age cell of a time written as RFC 3339: `<unknown>` when unset or unreadable.
+fn age_cell(created: &str) -> TimedCell {
+    match crate::parse_time(created) {
+        Some(t) => since(t),
+        None => TimedCell::Fixed(json!("<unknown>")),
+    }
+}
+
+/// The age cell of an instant; Kubernetes' zero time (0001-01-01T00:00:00Z) means unset.
+fn since(t: OffsetDateTime) -> TimedCell {
+    if t.year() == 1 && t.ordinal() == 1 && t.time() == time::Time::MIDNIGHT {
+        return TimedCell::Fixed(json!("<unknown>"));
+    }
+    TimedCell::Since(t)
 }
 
 /// An Event's field by its core/v1 name, else by its events.k8s.io/v1 name.
@@ -227,27 +267,27 @@ fn event_field<'a>(obj: &'a Map<String, Value>, core: &str) -> Option<&'a Value>
 }
 
 /// An Event's computed cell, as Kubernetes' event printer makes it.
-fn event_cell(obj: &Map<String, Value>, which: EventCell, now: OffsetDateTime) -> Value {
+fn event_cell(obj: &Map<String, Value>, which: EventCell) -> TimedCell {
     let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
     let field = |k: &str| event_field(obj, k);
     let top = |k: &str| text(field(k));
     let within = |outer: &str, k: &str| text(field(outer).and_then(|o| o.get(k)));
-    let age = |t: &str| age_of(t, now);
+    let age = |t: &str| age_cell(t);
     let series = obj.get("series").filter(|s| s.is_object());
     let first_seen = || match top("firstTimestamp") {
         t if !t.is_empty() => age(&t),
         _ => age(&top("eventTime")),
     };
-    match which {
-        EventCell::FirstSeen => json!(first_seen()),
+    let value = match which {
+        EventCell::FirstSeen => return first_seen(),
         EventCell::LastSeen => {
             if let Some(series) = series {
-                return json!(age(&text(series.get("lastObservedTime"))));
+                return age(&text(series.get("lastObservedTime")));
             }
-            match top("lastTimestamp") {
-                t if !t.is_empty() => json!(age(&t)),
-                _ => json!(first_seen()),
-            }
+            return match top("lastTimestamp") {
+                t if !t.is_empty() => age(&t),
+                _ => first_seen(),
+            };
         }
         EventCell::Object => {
             let kind = within("involvedObject", "kind").to_lowercase();
@@ -278,7 +318,8 @@ fn event_cell(obj: &Map<String, Value>, which: EventCell, now: OffsetDateTime) -
         }
         EventCell::Message => json!(top("message").trim()),
         EventCell::Subobject => json!(within("involvedObject", "fieldPath")),
-    }
+    };
+    TimedCell::Fixed(value)
 }
 
 /// The names of `obj`'s subjects of `kind`, in order.
@@ -302,8 +343,8 @@ fn subjects(obj: &Map<String, Value>, kind: SubjectKind) -> Vec<String> {
 }
 
 /// A cell from a found value under custom resources' rule for `ty`.
-fn typed_cell(ty: ColumnType, v: &Value, now: OffsetDateTime) -> Value {
-    match (ty, v) {
+fn typed_cell(ty: ColumnType, v: &Value) -> TimedCell {
+    let value = match (ty, v) {
         (_, Value::Null) => Value::Null,
         (ColumnType::String, Value::String(s)) => json!(s),
         // Printed as Kubernetes' JSONPath printer prints it: scalars as Go formats them,
@@ -319,27 +360,20 @@ fn typed_cell(ty: ColumnType, v: &Value, now: OffsetDateTime) -> Value {
         (ColumnType::Number, Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f)),
         (ColumnType::Boolean, Value::Bool(b)) => json!(b),
         (ColumnType::Date, Value::String(s)) => match crate::parse_time(s) {
-            Some(t) => json!(age_since(t, now)),
+            Some(t) => return since(t),
             None => json!("<invalid>"),
         },
         _ => Value::Null,
-    }
+    };
+    TimedCell::Fixed(value)
 }
 
 /// The age of an object created at `created` (RFC 3339): `<unknown>` when unset.
 pub fn age_of(created: &str, now: OffsetDateTime) -> String {
-    match crate::parse_time(created) {
-        Some(t) => age_since(t, now),
-        None => "<unknown>".into(),
+    match age_cell(created).at(now) {
+        Value::String(age) => age,
+        _ => "<unknown>".into(),
     }
-}
-
-fn age_since(t: OffsetDateTime, now: OffsetDateTime) -> String {
-    // Kubernetes' zero time (0001-01-01T00:00:00Z) means unset.
-    if t.year() == 1 && t.ordinal() == 1 && t.time() == time::Time::MIDNIGHT {
-        return "<unknown>".into();
-    }
-    human_duration(now - t)
 }
 
 /// A duration as Kubernetes writes ages: about two or three significant figures, in the units
@@ -932,5 +966,47 @@ mod tests {
         assert_eq!(groups.cell(&bare, now), json!(""));
         assert!(age.depends_on_time());
         assert!(!groups.depends_on_time());
+    }
+
+    /// A cell with the time left open is finished to the cell at any time: ages keep their
+    /// instant, everything else (an unset or unreadable time too) is fixed.
+    #[test]
+    fn timed_cells_finish_to_the_cell_at_any_time() {
+        let o = obj(json!({
+            "metadata": {"name": "b", "creationTimestamp": "2024-05-01T10:00:00Z"},
+            "spec": {"when": "2024-05-03T12:55:00Z", "zero": "0001-01-01T00:00:00Z", "n": 2},
+        }));
+        let path = |p: &str| Cell::Path(JsonPath::parse(p).unwrap());
+        let columns = [
+            PrinterColumn::new("Age", ColumnType::String, "", Cell::Age),
+            PrinterColumn::new("W", ColumnType::Date, "", path(".spec.when")),
+            PrinterColumn::new("Z", ColumnType::Date, "", path(".spec.zero")),
+            PrinterColumn::new("B", ColumnType::Date, "", path(".metadata.name")),
+            PrinterColumn::new("N", ColumnType::Integer, "", path(".spec.n")),
+            PrinterColumn::new(
+                "F",
+                ColumnType::String,
+                "",
+                Cell::Event(EventCell::FirstSeen),
+            ),
+        ];
+        let created = crate::parse_time("2024-05-01T10:00:00Z").unwrap();
+        assert_eq!(columns[0].timed_cell(&o), TimedCell::Since(created));
+        assert_eq!(
+            columns[2].timed_cell(&o),
+            TimedCell::Fixed(json!("<unknown>"))
+        );
+        assert_eq!(columns[4].timed_cell(&o), TimedCell::Fixed(json!(2)));
+        for now in [
+            "2024-05-01T10:00:01Z",
+            "2024-05-03T13:00:00Z",
+            "2025-01-01T00:00:00Z",
+            "2020-01-01T00:00:00Z",
+        ] {
+            let now = crate::parse_time(now).unwrap();
+            for c in &columns {
+                assert_eq!(c.timed_cell(&o).at(now), c.cell(&o, now), "{}", c.name);
+            }
+        }
     }
 }
