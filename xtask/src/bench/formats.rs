@@ -1,7 +1,7 @@
 //! The list-format benchmark of `cargo xtask bench`: one collection of 10,000 ServiceAccounts
-//! listed whole over HTTP in each response format (JSON, YAML, protobuf, CBOR), uncompressed,
-//! from one client. It measures what a client waits for and receives, and checks that each
-//! answer is the format asked for.
+//! listed whole over HTTP in each response format (JSON, YAML, protobuf, CBOR, and a Table as
+//! kubectl asks for one), uncompressed, from one client. It measures what a client waits for
+//! and receives, and checks that each answer is the format asked for.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -27,12 +27,21 @@ pub const RUNS: usize = 5;
 const CREATE_CLIENTS: usize = 32;
 const NAMESPACE: &str = "default";
 
-/// The formats, by name and `Accept` value.
-const FORMATS: [(&str, &str); 4] = [
-    ("JSON", "application/json"),
-    ("YAML", "application/yaml"),
-    ("protobuf", "application/vnd.kubernetes.protobuf"),
-    ("CBOR", "application/cbor"),
+/// The formats: name, `Accept` value and the answer's media type.
+const FORMATS: [(&str, &str, &str); 5] = [
+    ("JSON", "application/json", "application/json"),
+    ("YAML", "application/yaml", "application/yaml"),
+    (
+        "protobuf",
+        "application/vnd.kubernetes.protobuf",
+        "application/vnd.kubernetes.protobuf",
+    ),
+    ("CBOR", "application/cbor", "application/cbor"),
+    (
+        "Table",
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+        "application/json",
+    ),
 ];
 
 /// What one format measured.
@@ -106,6 +115,7 @@ async fn measure(
     addr: SocketAddr,
     name: &'static str,
     accept: &str,
+    media_type: &str,
 ) -> Result<FormatResult> {
     let mut times = Vec::with_capacity(RUNS);
     let mut bytes = 0;
@@ -118,18 +128,23 @@ async fn measure(
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        if status != StatusCode::OK || !content_type.starts_with(accept) {
+        if status != StatusCode::OK || !content_type.starts_with(media_type) {
             return Err(format!(
                 "{name} list: {status}, Content-Type {content_type:?}: {}",
                 String::from_utf8_lossy(&body[..body.len().min(200)])
             )
             .into());
         }
-        if name == "JSON" {
+        let member = match name {
+            "JSON" => "items",
+            "Table" => "rows",
+            _ => "",
+        };
+        if !member.is_empty() {
             let list: serde_json::Value = serde_json::from_slice(&body)?;
-            let items = list["items"].as_array().map_or(0, Vec::len);
-            if items != OBJECTS {
-                return Err(format!("JSON list: {items} items, expected {OBJECTS}").into());
+            let items = list[member].as_array().map_or(0, Vec::len);
+            if items != OBJECTS || (name == "Table" && list["kind"] != "Table") {
+                return Err(format!("{name} list: {items} {member}, expected {OBJECTS}").into());
             }
         }
         bytes = body.len();
@@ -150,13 +165,13 @@ pub async fn run(binary: &Path, scratch: &Path) -> Result<Vec<FormatResult>> {
     fill(addr).await?;
     let mut conn = load::connect(addr).await?;
     // One list first, so the cache's per-object encodings exist for every format equally.
-    for (_, accept) in FORMATS {
+    for (_, accept, _) in FORMATS {
         load::send_full(&mut conn, list_request(addr, accept)?).await?;
     }
     let mut results = Vec::new();
-    for (name, accept) in FORMATS {
+    for (name, accept, media_type) in FORMATS {
         step(&format!("formats: {RUNS} lists of {OBJECTS} as {name}"));
-        results.push(measure(&mut conn, addr, name, accept).await?);
+        results.push(measure(&mut conn, addr, name, accept, media_type).await?);
         strata.ensure_running()?;
     }
     Ok(results)
@@ -196,8 +211,10 @@ pub fn section(header: &str, table: &str) -> String {
         "## {SECTION}\n\nOne collection of {OBJECTS} ServiceAccounts (labels, an annotation and \
          secret references each) listed whole, {RUNS} times per format, by one client on one \
          keep-alive connection with `Accept-Encoding: identity`; the server runs with \
-         `CBORServingAndStorage=true`. Each answer is checked to be 200 in the format asked \
-         for (and, for JSON, to hold every item). Times are the client's, from request to last \
-         byte.\n\n{header}\n{table}"
+         `CBORServingAndStorage=true`. The Table is asked for as kubectl asks \
+         (`application/json;as=Table;v=v1;g=meta.k8s.io`: name, secrets and age columns, each \
+         row with the object's metadata). Each answer is checked to be 200 in the format asked \
+         for (and, for JSON and the Table, to hold every item). Times are the client's, from \
+         request to last byte.\n\n{header}\n{table}"
     )
 }

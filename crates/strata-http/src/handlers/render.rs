@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::Response;
 use serde_json::{json, Map, Value};
 use strata_object::{Object, Status};
-use strata_registry::{list_json, list_objects, ObjectList, RegisteredType};
+use strata_registry::{cache, list_json, list_objects, ObjectList, RegisteredType};
 
 use crate::negotiate::Output;
 use crate::respond::{self, Body, Render};
@@ -41,25 +41,128 @@ pub(crate) fn list_response(
             );
             respond::bytes(200, body, name)
         }
-        Output::Json | Output::Yaml | Output::Cbor => {
+        Output::Yaml => {
+            // Assembled from each object's YAML as a sequence element, made once per object
+            // version: the bytes the encoder writes for the whole list.
+            let items = list
+                .items
+                .iter()
+                .map(|obj| {
+                    cached_item(
+                        obj,
+                        "yaml-item",
+                        strata_codec::yaml::encode_sequence_element,
+                    )
+                })
+                .collect::<Result<Vec<Bytes>, Status>>()?;
+            let body = strata_codec::yaml::encode_list(&list_fields(rt, &list), &items);
+            respond::bytes(200, body, "application/yaml")
+        }
+        Output::Cbor => {
+            // As YAML: each object's CBOR item is made once per object version.
+            let items = list
+                .items
+                .iter()
+                .map(|obj| cached_item(obj, "cbor-item", strata_codec::cbor::encode_item))
+                .collect::<Result<Vec<Bytes>, Status>>()?;
+            let body = strata_codec::cbor::encode_list(&list_fields(rt, &list), &items);
+            respond::bytes(200, body, crate::negotiate::CBOR)
+        }
+        Output::Json => {
             let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
             respond::value(200, &v, output, render)
         }
+        Output::Table(target) if !render.pretty => {
+            // Each row is kept on its object version with its ages left open, and finished
+            // for this answer: the bytes of the Table rendered directly now.
+            let name = table::template_name(include, target);
+            let templates = list
+                .items
+                .iter()
+                .map(|obj| {
+                    let kept = obj.encoded(&name, |c| match cache::to_object(c) {
+                        Ok(o) => Bytes::from(table::row_template(&o, include, target)),
+                        Err(_) => Bytes::new(),
+                    });
+                    if kept.is_empty() {
+                        // Never a valid template: the object does not decode; say why.
+                        cache::to_object(obj)?;
+                        return Err(Status::internal(format!(
+                            "cannot render {} as a Table row",
+                            obj.key()
+                        )));
+                    }
+                    Ok(kept)
+                })
+                .collect::<Result<Vec<Bytes>, Status>>()?;
+            let body = table::table_of_templates(
+                templates.iter().map(|b| b.as_ref()),
+                list_metadata(&list),
+                include,
+                target,
+            );
+            respond::bytes(200, body, "application/json")
+        }
         Output::Table(target) => {
-            let mut meta = Map::new();
-            meta.insert("resourceVersion".into(), json!(list.resource_version));
-            if !list.continue_token.is_empty() {
-                meta.insert("continue".into(), json!(list.continue_token));
-            }
-            if let Some(n) = list.remaining_item_count {
-                meta.insert("remainingItemCount".into(), json!(n));
-            }
+            let meta = list_metadata(&list);
             let items = list_objects(&list)?;
             let t = table::table(&items, meta, include, target, true);
             respond::json(200, &t, render, "application/json")
         }
     })
+}
+
+/// A list's `metadata`, as the JSON list writer writes it.
+fn list_metadata(list: &ObjectList) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert("resourceVersion".into(), json!(list.resource_version));
+    if !list.continue_token.is_empty() {
+        meta.insert("continue".into(), json!(list.continue_token));
+    }
+    if let Some(n) = list.remaining_item_count {
+        meta.insert("remainingItemCount".into(), json!(n));
+    }
+    meta
+}
+
+/// A list's members in the JSON list's order, `items` (empty: a placeholder for the items
+/// the codecs' list writers put in its place) last.
+fn list_fields(rt: &RegisteredType, list: &ObjectList) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("kind".into(), json!(rt.info.list_kind));
+    fields.insert("apiVersion".into(), json!(rt.info.api_version()));
+    fields.insert("metadata".into(), Value::Object(list_metadata(list)));
+    fields.insert("items".into(), Value::Array(Vec::new()));
+    fields
+}
+
+/// A cached object as a list item (its JSON without `kind` and `apiVersion`) in one
+/// encoding, kept under `name` on the object version, so every later list of that version
+/// copies it. An object whose JSON does not parse (nothing the cache holds) is logged once
+/// and answered 500.
+pub(crate) fn cached_item(
+    obj: &strata_registry::CachedObject,
+    name: &str,
+    encode: fn(&Value) -> Vec<u8>,
+) -> Result<Bytes, Status> {
+    // No encoding of an item is empty, so empty marks a failure.
+    let bytes = obj.encoded(name, |c| {
+        match serde_json::from_slice::<Value>(&c.json_item()) {
+            Ok(v) => Bytes::from(encode(&v)),
+            Err(e) => {
+                tracing::error!(key = c.key(), %e, "cannot decode a cached object");
+                Bytes::new()
+            }
+        }
+    });
+    if bytes.is_empty() {
+        return Err(Status::internal(format!(
+            "object {} cannot be encoded as {name}",
+            obj.key()
+        )));
+    }
+    Ok(bytes)
 }
 
 /// The enveloped protobuf of a cached object, made once per object version.

@@ -468,3 +468,78 @@ fn kubectl_1_31_prints_kubernetes_columns() {
 fn kubectl_1_37_prints_kubernetes_columns() {
     kubectl_columns("kubectl-1.37");
 }
+
+/// Table lists are written from rows kept on each object version with their ages left open;
+/// a pretty Table (`?pretty=true`) is still rendered from the objects. Both agree, cell for
+/// cell (ages, which may tick between requests, aside) and object for object, for every
+/// `includeObject`, on the first list (which keeps the rows) and on later ones (which reuse
+/// them), and a changed object's row shows the change.
+#[tokio::test]
+async fn table_lists_from_kept_rows_equal_rendered_tables() {
+    let s = TestServer::start();
+    let sa = "/api/v1/namespaces/default/serviceaccounts";
+    let cm = "/api/v1/namespaces/default/configmaps";
+    for i in 0..5 {
+        let secrets: Vec<Value> = (0..i).map(|j| json!({"name": format!("s{j}")})).collect();
+        create(
+            &s,
+            sa,
+            json!({"metadata": {"name": format!("sa-{i}"), "labels": {"i": i.to_string()}},
+                "secrets": secrets}),
+        )
+        .await;
+        create(
+            &s,
+            cm,
+            json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(i)}}),
+        )
+        .await;
+    }
+    // Cells of date columns (ages) are left out of the comparison.
+    let comparable = |t: &Value| {
+        let dates: Vec<usize> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c["type"] == "date")
+            .map(|(i, _)| i)
+            .collect();
+        let mut t = t.clone();
+        for row in t["rows"].as_array_mut().unwrap() {
+            for &i in &dates {
+                assert!(row["cells"][i].is_string(), "{row}");
+                row["cells"][i] = Value::Null;
+            }
+        }
+        t
+    };
+    for base in [sa, cm] {
+        for include in ["None", "Metadata", "Object"] {
+            let path = format!("{base}?includeObject={include}");
+            let rendered = comparable(&table(&s, &format!("{path}&pretty=true")).await);
+            assert_eq!(rendered["rows"].as_array().unwrap().len(), 5);
+            for _ in 0..2 {
+                assert_eq!(comparable(&table(&s, &path).await), rendered, "{path}");
+            }
+        }
+    }
+    let r = s
+        .patch_merge(
+            &format!("{sa}/sa-0"),
+            &json!({"secrets": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}),
+        )
+        .await;
+    assert_eq!(r.code(), 200);
+    let t = table(&s, sa).await;
+    let secrets = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["name"] == "Secrets")
+        .expect("a Secrets column");
+    assert_eq!(t["rows"][0]["object"]["metadata"]["name"], "sa-0");
+    assert_eq!(t["rows"][0]["cells"][secrets], 3, "{t}");
+    let rendered = table(&s, &format!("{sa}?pretty=true")).await;
+    assert_eq!(comparable(&t), comparable(&rendered));
+}
