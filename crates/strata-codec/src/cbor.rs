@@ -61,10 +61,10 @@ pub fn encode_list<I>(fields: &Map<String, Value>, items: I) -> Vec<u8>
 where
     I: IntoIterator,
     I::Item: AsRef<[u8]>,
-    I::IntoIter: ExactSizeIterator,
 {
     const ITEMS: &str = "items";
-    let items = items.into_iter();
+    let items: Vec<I::Item> = items.into_iter().collect();
+    let size: usize = items.iter().map(|i| i.as_ref().len()).sum();
     let mut keys: Vec<(&str, Option<&Value>)> = fields
         .iter()
         .filter(|(k, _)| k.as_str() != ITEMS)
@@ -72,7 +72,7 @@ where
         .collect();
     keys.push((ITEMS, None));
     keys.sort_unstable_by(|a, b| key_order(a.0, b.0));
-    let mut out = Vec::with_capacity(256);
+    let mut out = Vec::with_capacity(size + 256);
     out.extend_from_slice(&SELF_DESCRIBED);
     write_head(&mut out, MAJOR_MAP, keys.len() as u64);
     let mut items = Some(items);

@@ -62,8 +62,10 @@ where
     I::Item: AsRef<[u8]>,
 {
     const ITEMS: &str = "items";
+    let items: Vec<I::Item> = items.into_iter().collect();
+    let size: usize = items.iter().map(|i| i.as_ref().len()).sum();
     let mut items = items.into_iter().peekable();
-    let mut out = Vec::with_capacity(256);
+    let mut out = Vec::with_capacity(size + 256);
     let mut members = Map::new();
     let flush = |members: &mut Map<String, Value>, out: &mut Vec<u8>| {
         if !members.is_empty() {

@@ -151,8 +151,35 @@ pub fn row_template(obj: &Object, include: IncludeObject, target: &TableTarget) 
     out
 }
 
-/// Appends the row of `template` (made by [`row_template`]) at time `now` to `out`.
-pub fn write_row(template: &[u8], now: OffsetDateTime, out: &mut Vec<u8>) {
+/// Ages as JSON strings at one time, remembered by whole seconds (all [`human_duration`]
+/// reads), so rows of objects created within the same second share one.
+pub struct Ages {
+    now: OffsetDateTime,
+    last: Option<(i64, Vec<u8>)>,
+}
+
+impl Ages {
+    pub fn at(now: OffsetDateTime) -> Self {
+        Ages { now, last: None }
+    }
+
+    fn write(&mut self, t: OffsetDateTime, out: &mut Vec<u8>) {
+        let d = self.now - t;
+        let seconds = d.whole_seconds();
+        match &self.last {
+            Some((s, json)) if *s == seconds => out.extend_from_slice(json),
+            _ => {
+                let mut json = Vec::with_capacity(8);
+                write_json(&mut json, &Value::String(human_duration(d)));
+                out.extend_from_slice(&json);
+                self.last = Some((seconds, json));
+            }
+        }
+    }
+}
+
+/// Appends the row of `template` (made by [`row_template`]) with the ages of `ages` to `out`.
+pub fn write_row(template: &[u8], ages: &mut Ages, out: &mut Vec<u8>) {
     let word = |at: usize| u32::from_be_bytes(template[at..at + 4].try_into().unwrap_or_default());
     let open = word(0) as usize;
     let text = &template[4 + open * 20..];
@@ -166,10 +193,11 @@ pub fn write_row(template: &[u8], now: OffsetDateTime, out: &mut Vec<u8>) {
                 .unwrap_or_default(),
         );
         out.extend_from_slice(&text[copied..at]);
-        let age = OffsetDateTime::from_unix_timestamp_nanos(nanos)
-            .map(|t| human_duration(now - t))
-            .unwrap_or_default();
-        write_json(out, &Value::String(age));
+        match OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+            Ok(t) => ages.write(t, out),
+            // Never written: the instant came from an `OffsetDateTime`.
+            Err(_) => out.extend_from_slice(b"\"\""),
+        }
         copied = at;
     }
     out.extend_from_slice(&text[copied..]);
@@ -183,8 +211,8 @@ fn write_json(out: &mut Vec<u8>, v: &Value) {
 /// A Table of rows kept as [`row_template`]s, finished at the current time, with list
 /// metadata `meta` and the column definitions: the bytes `strata_codec::json::encode` writes
 /// for [`table`] of the same objects (compact, with its trailing newline).
-pub fn table_of_templates<'a>(
-    templates: impl IntoIterator<Item = &'a [u8]>,
+pub fn table_of_templates<T: AsRef<[u8]>>(
+    templates: &[T],
     meta: Map<String, Value>,
     include: IncludeObject,
     target: &TableTarget,
@@ -192,8 +220,8 @@ pub fn table_of_templates<'a>(
     table_of_templates_at(templates, meta, include, target, OffsetDateTime::now_utc())
 }
 
-fn table_of_templates_at<'a>(
-    templates: impl IntoIterator<Item = &'a [u8]>,
+fn table_of_templates_at<T: AsRef<[u8]>>(
+    templates: &[T],
     meta: Map<String, Value>,
     include: IncludeObject,
     target: &TableTarget,
@@ -202,14 +230,17 @@ fn table_of_templates_at<'a>(
     // The Table without rows ends with its last member, `"rows":[]}`: the rows go before
     // the closing `]}`.
     let empty = table_at(&[], meta, include, target, true, now);
-    let mut out = strata_codec::json::compact(&empty);
-    debug_assert!(out.ends_with(b"[]}"));
-    out.truncate(out.len().saturating_sub(2));
-    for (i, template) in templates.into_iter().enumerate() {
+    let head = strata_codec::json::compact(&empty);
+    debug_assert!(head.ends_with(b"[]}"));
+    let size: usize = templates.iter().map(|t| t.as_ref().len() + 1).sum();
+    let mut out = Vec::with_capacity(head.len() + size + 16);
+    out.extend_from_slice(&head[..head.len().saturating_sub(2)]);
+    let mut ages = Ages::at(now);
+    for (i, template) in templates.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_row(template, now, &mut out);
+        write_row(template.as_ref(), &mut ages, &mut out);
     }
     out.extend_from_slice(b"]}\n");
     out
@@ -281,6 +312,11 @@ mod tests {
             json!({"kind": "ServiceAccount", "apiVersion": "v1",
                 "metadata": {"name": "zero", "creationTimestamp": "0001-01-01T00:00:00Z"},
                 "spec": {"when": "2024-05-03T12:55:00Z", "bad": "later"}}),
+            // The first one's time again (an age remembered), then a second later.
+            json!({"kind": "ServiceAccount", "apiVersion": "v1",
+                "metadata": {"name": "same", "creationTimestamp": "2024-05-01T10:00:00Z"}}),
+            json!({"kind": "ServiceAccount", "apiVersion": "v1",
+                "metadata": {"name": "next", "creationTimestamp": "2024-05-01T10:00:01Z"}}),
         ];
         v.into_iter()
             .map(|v| Object::from_value(v).unwrap())
@@ -340,13 +376,8 @@ mod tests {
                             &table_at(&objects[..n], meta.clone(), include, &target, true, now),
                             false,
                         );
-                        let assembled = table_of_templates_at(
-                            templates[..n].iter().map(Vec::as_slice),
-                            meta,
-                            include,
-                            &target,
-                            now,
-                        );
+                        let assembled =
+                            table_of_templates_at(&templates[..n], meta, include, &target, now);
                         assert_eq!(
                             String::from_utf8(assembled).unwrap(),
                             String::from_utf8(direct).unwrap()

@@ -96,12 +96,7 @@ pub(crate) fn list_response(
                     Ok(kept)
                 })
                 .collect::<Result<Vec<Bytes>, Status>>()?;
-            let body = table::table_of_templates(
-                templates.iter().map(|b| b.as_ref()),
-                list_metadata(&list),
-                include,
-                target,
-            );
+            let body = table::table_of_templates(&templates, list_metadata(&list), include, target);
             respond::bytes(200, body, "application/json")
         }
         Output::Table(target) => {
