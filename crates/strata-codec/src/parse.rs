@@ -15,6 +15,8 @@
 //! reference. So the value returned is always the one serde_json would give (the last of two
 //! members with one name wins, in the first one's place), and every error is serde_json's own.
 
+use std::cell::RefCell;
+
 use serde_json::{Map, Value};
 
 /// The deepest nesting of arrays and objects this parser follows. serde_json refuses a
@@ -34,22 +36,33 @@ pub(crate) fn parse(bytes: &[u8], refuse_duplicates: bool) -> Option<Value> {
         bytes,
         pos: 0,
         depth: 0,
-        members: Vec::with_capacity(16),
-        items: Vec::with_capacity(8),
-        scratch: String::new(),
+        stacks: STACKS.with(RefCell::take),
         refuse_duplicates,
     };
     parser.skip_whitespace();
-    let value = parser.value()?;
-    parser.skip_whitespace();
-    (parser.pos == bytes.len()).then_some(value)
+    let value = parser.value().and_then(|value| {
+        parser.skip_whitespace();
+        (parser.pos == bytes.len()).then_some(value)
+    });
+    let mut stacks = parser.stacks;
+    stacks.clear();
+    STACKS.with(|s| *s.borrow_mut() = stacks);
+    value
 }
 
-struct Parser<'a> {
-    text: &'a str,
-    bytes: &'a [u8],
-    pos: usize,
-    depth: usize,
+/// The most members and items (and bytes of unescaped string) the stacks keep between
+/// documents: enough for any one object, without holding on to the size of a long list.
+const KEEP: usize = 256;
+
+thread_local! {
+    /// Each thread's stacks, kept from one document to the next: allocating them for each
+    /// document cost more than the rest of a small one's allocations (blocks of a kilobyte or
+    /// more make glibc's allocator consolidate its free lists).
+    static STACKS: RefCell<Stacks> = RefCell::default();
+}
+
+#[derive(Default)]
+struct Stacks {
     /// The members of the objects being read, innermost last: an object's members are those
     /// above the stack's length when it opened.
     members: Vec<(String, Value)>,
@@ -57,6 +70,27 @@ struct Parser<'a> {
     items: Vec<Value>,
     /// Where strings with escapes are unescaped.
     scratch: String,
+}
+
+impl Stacks {
+    /// Empties the stacks (a document given up on leaves values in them) and gives back what
+    /// is over [`KEEP`].
+    fn clear(&mut self) {
+        self.members.clear();
+        self.items.clear();
+        self.scratch.clear();
+        self.members.shrink_to(KEEP);
+        self.items.shrink_to(KEEP);
+        self.scratch.shrink_to(KEEP);
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    depth: usize,
+    stacks: Stacks,
     refuse_duplicates: bool,
 }
 
@@ -103,7 +137,7 @@ impl Parser<'_> {
 
     fn object(&mut self) -> Option<Value> {
         self.enter()?;
-        let start = self.members.len();
+        let start = self.stacks.members.len();
         if self.peek()? == b'}' {
             self.pos += 1;
             self.depth -= 1;
@@ -121,7 +155,7 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_whitespace();
             let value = self.value()?;
-            self.members.push((key, value));
+            self.stacks.members.push((key, value));
             self.skip_whitespace();
             match self.peek()? {
                 b',' => {
@@ -138,8 +172,8 @@ impl Parser<'_> {
         self.depth -= 1;
         // Inserted in document order, as serde_json inserts them: a repeated name keeps its
         // first place and takes its last value.
-        let mut map = Map::with_capacity(self.members.len() - start);
-        for (key, value) in self.members.drain(start..) {
+        let mut map = Map::with_capacity(self.stacks.members.len() - start);
+        for (key, value) in self.stacks.members.drain(start..) {
             if map.insert(key, value).is_some() && self.refuse_duplicates {
                 return None;
             }
@@ -149,7 +183,7 @@ impl Parser<'_> {
 
     fn array(&mut self) -> Option<Value> {
         self.enter()?;
-        let start = self.items.len();
+        let start = self.stacks.items.len();
         if self.peek()? == b']' {
             self.pos += 1;
             self.depth -= 1;
@@ -157,7 +191,7 @@ impl Parser<'_> {
         }
         loop {
             let item = self.value()?;
-            self.items.push(item);
+            self.stacks.items.push(item);
             self.skip_whitespace();
             match self.peek()? {
                 b',' => {
@@ -172,7 +206,7 @@ impl Parser<'_> {
             }
         }
         self.depth -= 1;
-        Some(Value::Array(self.items.drain(start..).collect()))
+        Some(Value::Array(self.stacks.items.drain(start..).collect()))
     }
 
     /// The string whose opening quote is at `pos`.
@@ -193,7 +227,7 @@ impl Parser<'_> {
 
     /// The rest of a string from `start`, with its first escape at `at`.
     fn escaped(&mut self, start: usize, mut at: usize) -> Option<String> {
-        let mut out = std::mem::take(&mut self.scratch);
+        let mut out = std::mem::take(&mut self.stacks.scratch);
         out.clear();
         out.push_str(&self.text[start..at]);
         loop {
@@ -222,7 +256,7 @@ impl Parser<'_> {
                 b'"' => {
                     self.pos = end + 1;
                     let s = out.as_str().to_owned();
-                    self.scratch = out;
+                    self.stacks.scratch = out;
                     return Some(s);
                 }
                 b'\\' => at = end,
@@ -526,6 +560,24 @@ mod tests {
                 check(doc.as_bytes());
             }
         }
+    }
+
+    #[test]
+    fn the_stacks_are_emptied_and_kept_small_between_documents() {
+        // Given up on halfway through, with members and items on the stacks.
+        assert_eq!(parse(br#"{"a":[1,{"b":2,"b":3}]}"#, true), None);
+        let long = format!("[{}1]", "{\"k\":\"v\"},".repeat(5_000));
+        let v = parse(long.as_bytes(), true).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 5_001);
+        STACKS.with(|s| {
+            let s = s.borrow();
+            assert!(s.members.is_empty() && s.items.is_empty() && s.scratch.is_empty());
+            assert!(s.items.capacity() <= KEEP && s.members.capacity() <= KEEP);
+        });
+        assert_eq!(
+            parse(br#"{"a":[1,{"b":2}]}"#, true),
+            Some(serde_json::json!({"a": [1, {"b": 2}]}))
+        );
     }
 
     /// A random document, written with random spacing, escapes and repeated names.
