@@ -442,7 +442,7 @@ fn decode_stored(rt: &RegisteredType, kv: &KeyValue) -> Result<Object, Status> {
             errors::undecodable(&kv.key, e),
         ));
     }
-    let value: Value = serde_json::from_slice(&kv.value)
+    let value: Value = strata_codec::json::from_slice(&kv.value)
         .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
     let mut obj = Object::from_value(value)
         .map_err(|e| store_error(Op::Get, rt, name, errors::undecodable(&kv.key, e)))?;
