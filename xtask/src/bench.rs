@@ -5,6 +5,7 @@
 //! Micro-benchmarks of hot paths are Criterion's job, not
 //! this one.
 
+mod coldstart;
 mod crd;
 mod etcd;
 mod formats;
@@ -64,6 +65,8 @@ struct Parts {
     crd: bool,
     /// What the request metrics cost get throughput.
     metrics: bool,
+    /// Restart with 100,000 stored objects: time to ready, resident memory.
+    coldstart: bool,
     /// Only when asked for: it needs etcd installed.
     etcd: bool,
 }
@@ -82,6 +85,7 @@ impl Options {
                 formats: true,
                 crd: true,
                 metrics: true,
+                coldstart: true,
                 etcd: false,
             },
             list_sizes: vec![10_000, lists::TARGET_OBJECTS],
@@ -113,6 +117,7 @@ impl Options {
                         formats: false,
                         crd: false,
                         metrics: false,
+                        coldstart: false,
                         etcd: false,
                     });
                     for part in value("--only")?.split(',') {
@@ -124,11 +129,12 @@ impl Options {
                             "formats" => parts.formats = true,
                             "crd" => parts.crd = true,
                             "metrics" => parts.metrics = true,
+                            "coldstart" => parts.coldstart = true,
                             "etcd" => parts.etcd = true,
                             other => {
                                 return Err(format!(
                                     "--only: unknown part {other:?} \
-                                     (foundation, lists, watch, updates, formats, crd, metrics, etcd)"
+                                     (foundation, lists, watch, updates, formats, crd, metrics, coldstart, etcd)"
                                 ))
                             }
                         }
@@ -162,6 +168,7 @@ impl Options {
                 || options.parts.formats
                 || options.parts.crd
                 || options.parts.metrics
+                || options.parts.coldstart
                 || options.parts.etcd
             {
                 if only.is_some() {
@@ -175,6 +182,7 @@ impl Options {
                     formats: false,
                     crd: false,
                     metrics: false,
+                    coldstart: false,
                     etcd: false,
                 };
             }
@@ -419,6 +427,28 @@ pub fn bench(options: &Options) -> Result<()> {
             eprintln!(
                 "\nwrote the {} section of {}",
                 metrics::SECTION,
+                doc_path.display()
+            );
+        }
+        all_verdicts.extend(verdicts);
+    }
+    if options.parts.coldstart {
+        let results = runtime.block_on(coldstart::run(binary, scratch.path()))?;
+        println!("\n{}", coldstart::table(&results));
+        let verdicts = coldstart::verdicts(&results);
+        for (line, _) in &verdicts {
+            println!("- {line}");
+        }
+        if options.write {
+            let section = coldstart::section(&header, &results);
+            let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+            std::fs::write(
+                &doc_path,
+                replace_section(&old, coldstart::SECTION, &section),
+            )?;
+            eprintln!(
+                "\nwrote the {} section of {}",
+                coldstart::SECTION,
                 doc_path.display()
             );
         }
@@ -1353,6 +1383,7 @@ mod tests {
                 formats: false,
                 crd: false,
                 metrics: false,
+                coldstart: false,
                 etcd: false
             }
         );
@@ -1377,6 +1408,7 @@ mod tests {
                 formats: true,
                 crd: true,
                 metrics: true,
+                coldstart: true,
                 etcd: false
             }
         );
@@ -1405,6 +1437,7 @@ mod tests {
                 formats: false,
                 crd: false,
                 metrics: false,
+                coldstart: false,
                 etcd: false
             }
         );
@@ -1431,6 +1464,8 @@ mod tests {
         assert_eq!(o.seconds, 4);
         let o = Options::parse(&args("--only metrics --seconds 3 --no-write")).unwrap();
         assert!(o.parts.metrics && !o.parts.crd && !o.parts.foundation && !o.write);
+        let o = Options::parse(&args("--only coldstart")).unwrap();
+        assert!(o.parts.coldstart && !o.parts.metrics && !o.parts.lists);
 
         for bad in [
             "--only",
@@ -1445,6 +1480,7 @@ mod tests {
             "--only etcd --only-ceiling",
             "--only crd --only-ceiling",
             "--only metrics --only-ceiling",
+            "--only coldstart --only-ceiling",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad}");
         }

@@ -286,9 +286,9 @@ fn query_escape(value: &str) -> String {
 pub(super) struct ListScan {
     pub(super) resource_version: String,
     continue_token: String,
-    items: usize,
+    pub(super) items: usize,
     /// The items' JSON text, summed.
-    item_bytes: usize,
+    pub(super) item_bytes: usize,
 }
 
 /// Reads a list body without building a document tree: the top-level `metadata.continue` and
