@@ -62,8 +62,9 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use bytes::Bytes;
 use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, DBRawIteratorWithThreadMode,
-    DBWithThreadMode, ErrorKind, Options, SingleThreaded, WriteBatch, WriteOptions,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+    DBRawIteratorWithThreadMode, DBWithThreadMode, ErrorKind, Options, SingleThreaded, WriteBatch,
+    WriteOptions,
 };
 use strata_store::{
     Changes, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
@@ -80,6 +81,9 @@ use crate::writer::{Op, Request};
 /// Named explicitly so another crate enabling `multi-threaded-cf` cannot change our types.
 pub(crate) type Db = DBWithThreadMode<SingleThreaded>;
 pub(crate) type Iter<'a> = DBRawIteratorWithThreadMode<'a, Db>;
+
+/// The block cache all column families share.
+const BLOCK_CACHE_BYTES: usize = 8 << 20;
 
 /// How to open a [`RocksStore`].
 #[derive(Clone, Debug)]
@@ -228,14 +232,21 @@ impl RocksStore {
         std::fs::create_dir_all(path).map_err(|e| {
             StoreError::Unavailable(format!("cannot create {}: {e}", path.display()))
         })?;
+        // One small block cache for every column family. Without it each family gets its own
+        // 32 MiB default, which the start's read of the whole history fills: resident memory
+        // the watch cache (which serves reads) makes redundant.
+        let mut tables = BlockBasedOptions::default();
+        tables.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
         let mut db_opts = Options::default();
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_compression_type(DBCompressionType::Lz4);
         db_opts.set_keep_log_file_num(4);
+        db_opts.set_block_based_table_factory(&tables);
         let families = [CF_HISTORY, CF_CHANGES, CF_META].map(|name| {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(DBCompressionType::Lz4);
+            cf_opts.set_block_based_table_factory(&tables);
             ColumnFamilyDescriptor::new(name, cf_opts)
         });
         let db = Db::open_cf_descriptors(&db_opts, path, families).map_err(db_err)?;

@@ -256,7 +256,8 @@ type Decoded = Result<Arc<CachedObject>, String>;
 struct Inner {
     /// The state includes every change up to this revision.
     revision: Revision,
-    state: BTreeMap<String, Arc<CachedObject>>,
+    /// Keyed by the object's own key (one string for both).
+    state: BTreeMap<Arc<str>, Arc<CachedObject>>,
     /// Keys whose stored value does not decode, with the decoder's error. They are in no
     /// list and no watch; reads of them report the error instead.
     corrupt: BTreeMap<String, String>,
@@ -525,7 +526,7 @@ impl WatchCache {
         for kv in kvs {
             match self.decode(&kv.key, &kv.value, kv.mod_revision) {
                 Ok(obj) => {
-                    state.insert(kv.key, obj);
+                    state.insert(obj.shared_key(), obj);
                 }
                 Err(e) => {
                     corrupt.insert(kv.key, e);
@@ -568,7 +569,7 @@ impl WatchCache {
             let event = match (ev, obj) {
                 (Event::Put { .. }, Ok(obj)) => {
                     inner.corrupt.remove(key);
-                    let prev = inner.state.insert(key.to_string(), obj.clone());
+                    let prev = inner.state.insert(obj.shared_key(), obj.clone());
                     let kind = if prev.is_some() {
                         EventType::Modified
                     } else {

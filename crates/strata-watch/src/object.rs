@@ -38,6 +38,60 @@ impl EncodeCounter {
     }
 }
 
+/// Name-value pairs (labels, selectable fields) packed into one string: a cache holds one
+/// object per key for as long as it lives, so two allocations per set instead of two per
+/// string and one for the list keep its memory close to the objects' JSON.
+#[derive(Debug)]
+struct Pairs {
+    /// Every name and value, one after another.
+    text: Box<str>,
+    /// Where each name and each value ends in `text`: pair `i`'s name ends at `ends[2i]`, its
+    /// value at `ends[2i + 1]`.
+    ends: Box<[u32]>,
+}
+
+impl Pairs {
+    fn new<'a>(pairs: impl Iterator<Item = &'a (String, String)> + Clone) -> Self {
+        let len = pairs.clone().map(|(k, v)| k.len() + v.len()).sum();
+        let mut text = String::with_capacity(len);
+        let mut ends = Vec::with_capacity(pairs.clone().count() * 2);
+        for (k, v) in pairs {
+            text.push_str(k);
+            ends.push(offset(text.len()));
+            text.push_str(v);
+            ends.push(offset(text.len()));
+        }
+        Self {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut start = 0;
+        self.ends.chunks_exact(2).map(move |e| {
+            let (k_end, v_end) = (e[0] as usize, e[1] as usize);
+            let pair = (&self.text[start..k_end], &self.text[k_end..v_end]);
+            start = v_end;
+            pair
+        })
+    }
+
+    /// The value of the first pair called `name` among those in `range` (by position).
+    fn get(&self, name: &str, range: impl std::ops::RangeBounds<usize>) -> Option<&str> {
+        self.iter()
+            .enumerate()
+            .find(|(i, (k, _))| range.contains(i) && *k == name)
+            .map(|(_, (_, v))| v)
+    }
+}
+
+/// A position in a [`Pairs`] text. Labels and selectable fields are small (the API server
+/// bounds a whole object far below 4 GiB).
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// One object version as the cache holds it.
 ///
 /// The canonical encoding is JSON of the whole object, starting with its `kind` and
@@ -45,10 +99,12 @@ impl EncodeCounter {
 /// without them that list items use. Other encodings are made on first use and kept.
 #[derive(Debug)]
 pub struct CachedObject {
-    key: String,
+    key: Arc<str>,
     revision: Revision,
-    labels: Vec<(String, String)>,
-    fields: Vec<(String, String)>,
+    /// The labels, then the selectable fields.
+    pairs: Pairs,
+    /// How many of `pairs` are labels.
+    labels: u32,
     json: Bytes,
     /// Where the fields after `kind` and `apiVersion` start in `json` (just past the comma), or
     /// `json.len() - 1` when there are none.
@@ -74,10 +130,10 @@ impl CachedObject {
             json.len().saturating_sub(1)
         };
         Self {
-            key,
+            key: key.into(),
             revision,
-            labels,
-            fields,
+            pairs: Pairs::new(labels.iter().chain(&fields)),
+            labels: offset(labels.len()),
             json,
             rest_offset,
             encodings: Mutex::new(Vec::new()),
@@ -93,24 +149,23 @@ impl CachedObject {
         &self.key
     }
 
+    /// The key, shared with the cache's index of objects.
+    pub(crate) fn shared_key(&self) -> Arc<str> {
+        self.key.clone()
+    }
+
     /// The object's resource version as a revision (for a deletion event: the deletion's).
     pub fn revision(&self) -> Revision {
         self.revision
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.pairs.get(key, ..self.labels as usize)
     }
 
     /// A selectable field's value (`metadata.name`, `metadata.namespace`, …).
     pub fn field(&self, path: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(k, _)| k == path)
-            .map(|(_, v)| v.as_str())
+        self.pairs.get(path, self.labels as usize..)
     }
 
     /// The whole object as JSON, `kind` and `apiVersion` first.
@@ -167,6 +222,60 @@ mod tests {
         let bare = Bytes::from_static(br#"{"kind":"K","apiVersion":"v1"}"#);
         let o = CachedObject::new("k".into(), Revision(3), vec![], vec![], bare, prefix);
         assert_eq!(&o.json_item()[..], b"{}");
+    }
+
+    #[test]
+    fn labels_and_fields_are_found_by_name() {
+        let json = Bytes::from_static(br#"{"kind":"K","apiVersion":"v1"}"#);
+        let labels = vec![
+            ("app".to_string(), "web".to_string()),
+            ("empty".to_string(), String::new()),
+            ("tier".to_string(), "front ünd".to_string()),
+        ];
+        let fields = vec![
+            ("metadata.name".to_string(), "a".to_string()),
+            ("metadata.namespace".to_string(), String::new()),
+        ];
+        let o = CachedObject::new("k".into(), Revision(1), labels, fields, json, 29);
+        assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(o.label("empty"), Some(""));
+        assert_eq!(o.label("tier"), Some("front ünd"));
+        assert_eq!(o.label("ap"), None);
+        assert_eq!(o.label("webtier"), None);
+        assert_eq!(o.field("metadata.name"), Some("a"));
+        assert_eq!(o.field("metadata.namespace"), Some(""));
+        assert_eq!(o.field("spec.x"), None);
+        // Labels and fields are apart: a label named like a field is not that field.
+        let o = CachedObject::new(
+            "k".into(),
+            Revision(1),
+            vec![("metadata.name".to_string(), "label".to_string())],
+            vec![("metadata.name".to_string(), "field".to_string())],
+            json_of(),
+            29,
+        );
+        assert_eq!(o.label("metadata.name"), Some("label"));
+        assert_eq!(o.field("metadata.name"), Some("field"));
+        let none = CachedObject::new(
+            "k".into(),
+            Revision(1),
+            vec![],
+            vec![],
+            Bytes::from_static(b"{}"),
+            1,
+        );
+        assert_eq!(none.label("app"), None);
+        // The first pair of a name wins, as the lookup in a list of pairs did.
+        let twice = vec![
+            ("a".to_string(), "1".to_string()),
+            ("a".to_string(), "2".to_string()),
+        ];
+        let o = CachedObject::new("k".into(), Revision(1), twice, vec![], json_of(), 29);
+        assert_eq!(o.label("a"), Some("1"));
+    }
+
+    fn json_of() -> Bytes {
+        Bytes::from_static(br#"{"kind":"K","apiVersion":"v1"}"#)
     }
 
     #[test]
