@@ -247,18 +247,14 @@ fn table_of_templates_at<T: AsRef<[u8]>>(
 }
 
 /// A name for the row templates of `target` and `include` among an object version's kept
-/// encodings: it names the columns too, as a custom resource's columns change with its CRD.
+/// encodings: a hash of the Table's group and version, `include` and the columns (a custom
+/// resource's columns change with its CRD), short because every row of a list looks it up.
 pub fn template_name(include: IncludeObject, target: &TableTarget) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&target.group, &target.version, include.as_str()).hash(&mut h);
     format!("{:?}", target.columns).hash(&mut h);
-    format!(
-        "table-row;g={};v={};include={};columns={:016x}",
-        target.group,
-        target.version,
-        include.as_str(),
-        h.finish()
-    )
+    format!("row;{:016x}", h.finish())
 }
 
 /// A Table of `objects` with list metadata `meta`.
@@ -389,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn template_names_tell_columns_apart() {
+    fn template_names_tell_targets_apart() {
         let targets = targets();
         let names: Vec<String> = targets
             .iter()
@@ -402,6 +398,16 @@ mod tests {
         }
         assert_ne!(
             template_name(IncludeObject::None, &targets[0]),
+            template_name(IncludeObject::Metadata, &targets[0])
+        );
+        let mut beta = targets[0].clone();
+        beta.version = "v1beta1".into();
+        assert_ne!(
+            template_name(IncludeObject::Metadata, &beta),
+            template_name(IncludeObject::Metadata, &targets[0])
+        );
+        assert_eq!(
+            template_name(IncludeObject::Metadata, &targets[0].clone()),
             template_name(IncludeObject::Metadata, &targets[0])
         );
     }
