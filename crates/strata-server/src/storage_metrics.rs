@@ -66,27 +66,30 @@ impl StorageMetrics {
     fn observe(&self, op: usize, key: &str, started: Instant) {
         let elapsed = started.elapsed().as_secs_f64();
         let segment = type_segment(key);
-        let found = self
-            .by_type
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(segment)
-            .cloned();
-        let series = match found {
-            Some(h) => h,
-            None => {
-                let h = Arc::new(TypeSeries {
-                    label: type_label(segment),
-                    operations: Default::default(),
-                });
-                self.by_type
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(segment.to_string())
-                    .or_insert(h)
-                    .clone()
+        // The usual case reads under the shared lock without taking a reference (an Arc clone
+        // would bounce its count between the cores on every storage call).
+        {
+            let by_type = self.by_type.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(series) = by_type.get(segment) {
+                self.record(series, op, elapsed);
+                return;
             }
-        };
+        }
+        let series = Arc::new(TypeSeries {
+            label: type_label(segment),
+            operations: Default::default(),
+        });
+        let series = self
+            .by_type
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(segment.to_string())
+            .or_insert(series)
+            .clone();
+        self.record(&series, op, elapsed);
+    }
+
+    fn record(&self, series: &TypeSeries, op: usize, elapsed: f64) {
         series.operations[op]
             .get_or_init(|| {
                 self.family.get_or_create_owned(&[
