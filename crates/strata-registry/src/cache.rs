@@ -46,7 +46,7 @@ impl Decoder for JsonDecoder {
         if let Some(e) = crate::encryption::transform_error(value) {
             return Err(e);
         }
-        let mut obj: Object = serde_json::from_slice::<Value>(value)
+        let mut obj: Object = strata_codec::json::from_slice(value)
             .map_err(|e| e.to_string())
             .and_then(|v| Object::from_value(v).map_err(|e| e.to_string()))?;
         self.strategy.convert_from_storage(&mut obj);
@@ -118,9 +118,9 @@ fn encode_with_type(
 
 /// The object tree of a cached version.
 pub fn to_object(c: &CachedObject) -> Result<Object, Status> {
-    serde_json::from_slice::<Value>(c.json())
+    strata_codec::json::from_slice(c.json())
         .ok()
-        .and_then(|v| Object::from_value(v).ok())
+        .and_then(|v: Value| Object::from_value(v).ok())
         .ok_or_else(|| Status::internal(format!("cached object {} does not decode", c.key())))
 }
 
