@@ -140,7 +140,8 @@ fn encode_cbor(item: StreamItem, out: &mut BytesMut) -> bool {
         StreamItem::Event(t, obj) => {
             let kind = t.as_str();
             let bytes = obj.encoded(&format!("cbor-event;{kind}"), |c| {
-                let object = serde_json::from_slice(c.json()).unwrap_or_default();
+                let object: serde_json::Value =
+                    strata_codec::json::from_slice(c.json()).unwrap_or_default();
                 Bytes::from(event(kind, object))
             });
             out.extend_from_slice(&bytes);

@@ -69,7 +69,7 @@ pub(crate) fn list_response(
             respond::bytes(200, body, crate::negotiate::CBOR)
         }
         Output::Json => {
-            let v: Value = serde_json::from_slice(&list_json(&rt.info, &list))
+            let v: Value = strata_codec::json::from_slice(&list_json(&rt.info, &list))
                 .map_err(|e| Status::internal(e.to_string()))?;
             respond::value(200, &v, output, render)
         }
@@ -143,7 +143,7 @@ pub(crate) fn cached_item(
 ) -> Result<Bytes, Status> {
     // No encoding of an item is empty, so empty marks a failure.
     let bytes = obj.encoded(name, |c| {
-        match serde_json::from_slice::<Value>(&c.json_item()) {
+        match strata_codec::json::from_slice(&c.json_item()) {
             Ok(v) => Bytes::from(encode(&v)),
             Err(e) => {
                 tracing::error!(key = c.key(), %e, "cannot decode a cached object");
@@ -185,7 +185,7 @@ pub(crate) fn cached_protobuf<E: std::fmt::Display>(
     encode: impl FnOnce(&Value) -> Result<Vec<u8>, E>,
 ) -> Result<Bytes, Status> {
     let bytes = obj.encoded(name, |c| {
-        let encoded = serde_json::from_slice::<Value>(c.json())
+        let encoded = strata_codec::json::from_slice(c.json())
             .map_err(|e| e.to_string())
             .and_then(|v| encode(&v).map_err(|e| e.to_string()));
         match encoded {
