@@ -162,20 +162,34 @@ fn etcd_for(data_dir: &Path) -> Arc<TestEtcd> {
     {
         return etcd;
     }
-    let etcd = Arc::new(TestEtcd::start().unwrap_or_else(|e| {
-        panic!(
-            "STRATA_TEST_STORAGE=etcd needs {} (apt-get install -y etcd-server): {e}",
-            strata_store_etcd::testing::ETCD
-        )
-    }));
-    wait_healthy(&etcd.url);
+    // An etcd that dies at start (a loopback port taken by another test between its choice and
+    // etcd's bind) is replaced by one on other ports.
+    let mut last = String::new();
+    let etcd = (0..3)
+        .find_map(|_| {
+            let etcd = TestEtcd::start().unwrap_or_else(|e| {
+                panic!(
+                    "STRATA_TEST_STORAGE=etcd needs {} (apt-get install -y etcd-server): {e}",
+                    strata_store_etcd::testing::ETCD
+                )
+            });
+            match wait_healthy(&etcd.url) {
+                Ok(()) => Some(etcd),
+                Err(e) => {
+                    last = e;
+                    None
+                }
+            }
+        })
+        .unwrap_or_else(|| panic!("three etcds in a row did not start: {last}"));
+    let etcd = Arc::new(etcd);
     live.push((data_dir.to_path_buf(), Arc::downgrade(&etcd)));
     etcd
 }
 
 /// Waits until the etcd at `url` (`http://host:port`) reports itself healthy (it has a leader),
-/// asking its `/health` endpoint; panics after 20 s.
-fn wait_healthy(url: &str) {
+/// asking its `/health` endpoint; fails after 20 s.
+fn wait_healthy(url: &str) -> Result<(), String> {
     let addr = url.strip_prefix("http://").expect("an http:// etcd URL");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -187,12 +201,13 @@ fn wait_healthy(url: &str) {
             Ok(text)
         });
         if matches!(&answer, Ok(text) if text.contains("\"health\":\"true\"")) {
-            return;
+            return Ok(());
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "etcd at {url} is not healthy after 20 s: {answer:?}"
-        );
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "etcd at {url} is not healthy after 20 s: {answer:?}"
+            ));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
