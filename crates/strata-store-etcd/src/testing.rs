@@ -41,13 +41,38 @@ impl TestEtcd {
         Self::start_with(&[])
     }
 
-    /// [`TestEtcd::start`] with more server flags.
+    /// [`TestEtcd::start`] with more server flags. Returns once etcd listens for clients; an
+    /// etcd that exits first (its ports taken by another process since they were chosen) is
+    /// started again on other ports, up to five times.
     pub fn start_with(extra: &[&str]) -> std::io::Result<TestEtcd> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match Self::spawn(extra)? {
+                Some(etcd) => return Ok(etcd),
+                None if attempts < 5 => continue,
+                None => {
+                    return Err(std::io::Error::other(
+                        "etcd exited at start five times in a row",
+                    ))
+                }
+            }
+        }
+    }
+
+    /// One start: `None` when etcd exits before it listens.
+    fn spawn(extra: &[&str]) -> std::io::Result<Option<TestEtcd>> {
         let dir = tempfile::tempdir()?;
-        let (client, peer) = (free_port()?, free_port()?);
+        // Both listeners are held until both ports are known, so the two differ.
+        let (a, b) = (
+            TcpListener::bind("127.0.0.1:0")?,
+            TcpListener::bind("127.0.0.1:0")?,
+        );
+        let (client, peer) = (a.local_addr()?.port(), b.local_addr()?.port());
+        drop((a, b));
         let url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new(ETCD)
+        let mut child = Command::new(ETCD)
             .arg("--name=test")
             .arg(format!("--data-dir={}", dir.path().display()))
             .arg(format!("--listen-client-urls={url}"))
@@ -59,11 +84,22 @@ impl TestEtcd {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        Ok(TestEtcd {
-            child,
-            _dir: dir,
-            url,
-        })
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if child.try_wait()?.is_some() {
+                return Ok(None);
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", client)).is_ok()
+                || std::time::Instant::now() >= deadline
+            {
+                return Ok(Some(TestEtcd {
+                    child,
+                    _dir: dir,
+                    url,
+                }));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Connects a store under `prefix`, retrying while etcd starts (up to 20 s).
