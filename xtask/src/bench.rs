@@ -772,22 +772,28 @@ async fn start_strata(binary: &Path, dir: &Path) -> Result<Strata> {
     start_strata_with(binary, dir, &[]).await
 }
 
-/// [`start_strata`] with more flags.
-async fn start_strata_with(binary: &Path, dir: &Path, extra: &[&str]) -> Result<Strata> {
-    let addr = free_addr()?;
+/// `strata serve` on `addr` over `dir` as every benchmark part runs it: plain HTTP without
+/// credentials, so the figures are the API's, not TLS's or RBAC's.
+fn serve_command(binary: &Path, addr: SocketAddr, dir: &Path) -> Command {
     let mut cmd = Command::new(binary);
     cmd.arg("serve")
         .arg("--listen")
         .arg(addr.to_string())
         .arg("--data-dir")
         .arg(dir)
-        // Plain HTTP without credentials: the figures are the API's, not TLS's or RBAC's.
         .args([
             "--insecure-http",
             "--anonymous-auth=true",
             "--authorization-mode=AlwaysAllow",
-        ])
-        .args(extra);
+        ]);
+    cmd
+}
+
+/// [`start_strata`] with more flags.
+async fn start_strata_with(binary: &Path, dir: &Path, extra: &[&str]) -> Result<Strata> {
+    let addr = free_addr()?;
+    let mut cmd = serve_command(binary, addr, dir);
+    cmd.args(extra);
     let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
     wait_ready(&mut child, addr, "/readyz", Duration::from_secs(60)).await?;
     Ok(Strata { child, addr })

@@ -118,17 +118,7 @@ fn stop(mut strata: Strata) -> Result<()> {
 /// Starts the server over the filled `dir` and times it.
 async fn restart(binary: &Path, dir: &Path) -> Result<(Strata, Restart)> {
     let addr = super::free_addr()?;
-    let mut cmd = Command::new(binary);
-    cmd.arg("serve")
-        .arg("--listen")
-        .arg(addr.to_string())
-        .arg("--data-dir")
-        .arg(dir)
-        .args([
-            "--insecure-http",
-            "--anonymous-auth=true",
-            "--authorization-mode=AlwaysAllow",
-        ]);
+    let cmd = super::serve_command(binary, addr, dir);
     let started = Instant::now();
     let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("restart.log"))?;
     let deadline = started + Duration::from_secs(120);

@@ -7,7 +7,6 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
@@ -95,18 +94,8 @@ pub struct Results {
 /// with `STRATA_REQUEST_METRICS` set for `mode`, and waits until it is ready.
 async fn start(binary: &Path, dir: &Path, mode: Mode) -> Result<Strata> {
     let addr = free_addr()?;
-    let mut cmd = Command::new(binary);
-    cmd.arg("serve")
-        .arg("--listen")
-        .arg(addr.to_string())
-        .arg("--data-dir")
-        .arg(dir)
-        .args([
-            "--insecure-http",
-            "--anonymous-auth=true",
-            "--authorization-mode=AlwaysAllow",
-        ])
-        .env("STRATA_REQUEST_METRICS", mode.env());
+    let mut cmd = super::serve_command(binary, addr, dir);
+    cmd.env("STRATA_REQUEST_METRICS", mode.env());
     let mut child = ChildGuard::spawn("strata", cmd, &dir.with_extension("log"))?;
     wait_ready(&mut child, addr, "/readyz", Duration::from_secs(60)).await?;
     Ok(Strata { child, addr })
