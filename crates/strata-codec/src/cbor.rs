@@ -12,6 +12,22 @@
 //! strings and unique, strings UTF-8, integers within `i64`, floats finite, nesting at most
 //! [`MAX_DEPTH`] deep, and nothing may follow the item. CBOR `undefined` decodes as null: the
 //! decoder underneath cannot tell it apart (Kubernetes rejects it).
+//!
+//! ```
+//! use serde_json::json;
+//! use strata_codec::cbor;
+//!
+//! let v = json!({"kind": "ConfigMap", "apiVersion": "v1", "data": {"a": "1"}});
+//! let bytes = cbor::encode(&v);
+//! assert!(bytes.starts_with(&cbor::SELF_DESCRIBED));
+//! assert_eq!(cbor::decode(&bytes)?, v);
+//! // Deterministic: a map of 3 byte-string keys, shorter keys first, then bytewise:
+//! // `data`, `kind`, `apiVersion`.
+//! assert_eq!(&bytes[3..9], b"\xa3\x44data");
+//!
+//! assert!(cbor::decode(&[0xa1, 0x01, 0x02]).is_err()); // {1: 2}: keys must be strings
+//! # Ok::<(), strata_codec::json::DecodeError>(())
+//! ```
 
 use std::cmp::Ordering;
 use std::fmt;

@@ -1,12 +1,28 @@
 //! The JSON codec: compact output with one trailing newline (or two-space indentation when
 //! pretty), and decoding errors worded for clients.
+//!
+//! ```
+//! use strata_codec::json;
+//!
+//! let v = json::decode(br#"{"kind":"ConfigMap","apiVersion":"v1","data":{"a":"1"}}"#)?;
+//! assert_eq!(v["data"]["a"], "1");
+//! assert_eq!(json::encode(&v, false), b"{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"data\":{\"a\":\"1\"}}\n");
+//! assert!(json::encode(&v, true).starts_with(b"{\n  \"kind\": \"ConfigMap\""));
+//!
+//! let err = json::decode(b"{\"data\": ").unwrap_err();
+//! assert_eq!(err.to_string(), "unexpected end of JSON input");
+//! # Ok::<(), json::DecodeError>(())
+//! ```
 
 use serde_json::Value;
 
 /// Why a body could not be decoded.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("{0}")]
-pub struct DecodeError(pub String);
+pub struct DecodeError(
+    /// The message, as a client sees it in the `Status` of a rejected request.
+    pub String,
+);
 
 /// Parses a JSON document.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {

@@ -4,9 +4,22 @@
 use std::fmt;
 
 /// A parsed media type: `type/subtype` with lower-cased names and its parameters in order.
+///
+/// ```
+/// use strata_codec::MediaType;
+///
+/// let m = MediaType::parse("Application/JSON; as=Table; v=v1; g=meta.k8s.io").unwrap();
+/// assert_eq!(m.essence, "application/json");
+/// assert_eq!(m.param("as"), Some("Table"));
+/// assert_eq!(m.param("charset"), None);
+/// assert_eq!(m.to_string(), "application/json;as=Table;v=v1;g=meta.k8s.io");
+/// assert!(MediaType::parse("json").is_none());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MediaType {
+    /// `type/subtype`, lower-cased (`application/json`).
     pub essence: String,
+    /// The parameters in header order, names lower-cased and values unquoted.
     pub params: Vec<(String, String)>,
 }
 
@@ -36,6 +49,7 @@ impl MediaType {
         Some(MediaType { essence, params })
     }
 
+    /// The value of parameter `name` (lower-case), if present.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
@@ -81,6 +95,7 @@ fn split_unquoted(s: &str, sep: char) -> Vec<&str> {
 /// One clause of an `Accept` header.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MediaRange {
+    /// The media type or range (`*/*`, `application/*`) with its parameters, `q` left out.
     pub media: MediaType,
     /// Quality in thousandths (1000 = q=1).
     pub quality: u16,
@@ -103,6 +118,26 @@ impl MediaRange {
 /// Parses an `Accept` header into clauses ordered by preference (highest quality first, ties in
 /// header order). Clauses that do not parse and clauses with `q=0` are dropped. An empty or
 /// missing header means `*/*`.
+///
+/// ```
+/// use strata_codec::media::parse_accept;
+///
+/// let ranges = parse_accept(
+///     "application/json;q=0.5, application/vnd.kubernetes.protobuf, text/html;q=0, */*;q=0.1",
+/// );
+/// let order: Vec<_> = ranges.iter().map(|r| (r.media.essence.as_str(), r.quality)).collect();
+/// assert_eq!(order, [
+///     ("application/vnd.kubernetes.protobuf", 1000),
+///     ("application/json", 500),
+///     ("*/*", 100),
+/// ]);
+/// // What to serve: the first clause that covers a type the server has.
+/// let served = ["application/json", "application/yaml"];
+/// let choice = ranges.iter().find_map(|r| served.iter().find(|t| r.matches(t)));
+/// assert_eq!(choice, Some(&"application/json"));
+///
+/// assert_eq!(parse_accept("")[0].media.essence, "*/*");
+/// ```
 pub fn parse_accept(header: &str) -> Vec<MediaRange> {
     if header.trim().is_empty() {
         return vec![MediaRange {

@@ -4,6 +4,19 @@
 //! nothing. Field validation (spec §4.9) must report every duplicate by its path, so these
 //! decoders build the tree themselves and record each repeated member as they go; the value
 //! they return is the same one a plain decode gives (the last member wins).
+//!
+//! ```
+//! use strata_codec::strict;
+//!
+//! let body = br#"{"metadata": {"name": "a", "name": "b"}, "data": {"k": "1"}}"#;
+//! let decoded = strict::json(body)?;
+//! assert_eq!(decoded.value["metadata"]["name"], "b");
+//! assert_eq!(decoded.duplicates, ["metadata.name"]);
+//!
+//! let decoded = strict::yaml(b"data:\n  k: 1\n  k: 2\n")?;
+//! assert_eq!(decoded.duplicates, ["data.k"]);
+//! # Ok::<(), strata_codec::json::DecodeError>(())
+//! ```
 
 use std::cell::RefCell;
 use std::fmt;
@@ -17,7 +30,9 @@ use crate::json::DecodeError;
 /// (`metadata.name`, `spec.items[0].x`), in document order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Decoded {
+    /// The document's value, the last of repeated members kept.
     pub value: Value,
+    /// The paths of the repeated members, in document order (empty for most documents).
     pub duplicates: Vec<String>,
 }
 

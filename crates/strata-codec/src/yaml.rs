@@ -1,5 +1,15 @@
 //! The YAML codec (`application/yaml`): documents decode to the same value trees as JSON, and
 //! values encode as block YAML.
+//!
+//! ```
+//! use strata_codec::{json, yaml};
+//!
+//! let v = yaml::decode(b"kind: ConfigMap\napiVersion: v1\ndata:\n  a: '1'\n")?;
+//! assert_eq!(v, json::decode(br#"{"kind":"ConfigMap","apiVersion":"v1","data":{"a":"1"}}"#)?);
+//! assert_eq!(yaml::encode(&v), b"kind: ConfigMap\napiVersion: v1\ndata:\n  a: '1'\n");
+//! assert!(yaml::decode(b"a: .nan\n").is_err()); // JSON has no NaN
+//! # Ok::<(), strata_codec::json::DecodeError>(())
+//! ```
 
 use serde_json::{Map, Value};
 

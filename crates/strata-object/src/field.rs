@@ -1,18 +1,50 @@
 //! Field errors: the `causes` of an Invalid Status, rendered as Kubernetes renders them.
+//!
+//! ```
+//! use strata_object::field::FieldError;
+//! use strata_object::Status;
+//!
+//! let errors = [
+//!     FieldError::required("metadata.name", "name or generateName is required"),
+//!     FieldError::invalid_string("metadata.namespace", "Team A", "must be lowercase"),
+//! ];
+//! assert_eq!(
+//!     errors[1].to_string(),
+//!     r#"metadata.namespace: Invalid value: "Team A": must be lowercase"#,
+//! );
+//!
+//! let status = Status::invalid("", "ConfigMap", "", &errors);
+//! assert_eq!(status.code, 422);
+//! let causes = status.details.unwrap().causes;
+//! assert_eq!(causes[0].reason, "FieldValueRequired");
+//! assert_eq!(causes[0].field, "metadata.name");
+//! assert_eq!(causes[0].message, "Required value: name or generateName is required");
+//! ```
 
 use std::fmt;
 
+/// The kind of a [`FieldError`], which decides its `StatusCause.reason` and message prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldErrorKind {
+    /// `FieldValueNotFound`: a value that was looked up is missing.
     NotFound,
+    /// `FieldValueRequired`: a required field is empty or absent.
     Required,
+    /// `FieldValueDuplicate`: a value that must be unique appears twice.
     Duplicate,
+    /// `FieldValueInvalid`: the value breaks a rule.
     Invalid,
+    /// `FieldValueNotSupported`: the value is not one of the supported ones.
     NotSupported,
+    /// `FieldValueForbidden`: the field may not be set (here, or at all).
     Forbidden,
+    /// `FieldValueTooLong`: a string or list is over its length limit.
     TooLong,
+    /// `FieldValueTooMany`: a list or map has too many items.
     TooMany,
+    /// `InternalError`: validation itself failed.
     Internal,
+    /// `FieldValueTypeInvalid`: the value has the wrong type.
     TypeInvalid,
 }
 
@@ -60,15 +92,18 @@ impl FieldErrorKind {
 /// One problem with one field of a request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FieldError {
+    /// What is wrong.
     pub kind: FieldErrorKind,
     /// Dotted path, e.g. `metadata.name`.
     pub field: String,
     /// The offending value, already rendered the way Kubernetes prints it (strings quoted).
     pub value: Option<String>,
+    /// The explanation that ends the message (may be empty).
     pub detail: String,
 }
 
 impl FieldError {
+    /// An error of any kind; `value` must already be rendered (see [`crate::go::quote`]).
     pub fn new(
         kind: FieldErrorKind,
         field: impl Into<String>,
@@ -93,10 +128,12 @@ impl FieldError {
         )
     }
 
+    /// A Required-value error (the message leaves the value out).
     pub fn required(field: &str, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorKind::Required, field, None, detail)
     }
 
+    /// A Forbidden error (the message leaves the value out).
     pub fn forbidden(field: &str, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorKind::Forbidden, field, None, detail)
     }

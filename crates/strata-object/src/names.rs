@@ -1,4 +1,23 @@
 //! Name rules: DNS-1123 subdomains and labels, and `generateName` suffixes.
+//!
+//! Each check returns the problems with a name in Kubernetes' words, empty when the name is
+//! valid; most kinds name their objects by [`dns1123_subdomain_errors`], namespaces by
+//! [`dns1123_label_errors`].
+//!
+//! ```
+//! use strata_object::names;
+//!
+//! assert!(names::dns1123_subdomain_errors("system:serviceaccounts").len() == 1);
+//! assert!(names::dns1123_subdomain_errors("web.example-1").is_empty());
+//! assert!(names::dns1123_label_errors("web.example-1")[0].starts_with("a lowercase RFC 1123 label"));
+//! assert!(names::dns1035_label_errors("1abc")[0].starts_with("a DNS-1035 label"));
+//!
+//! // generateName: the prefix and five characters from the randomness given.
+//! let mut n = 0;
+//! let name = names::generate_name("web-", || { n += 7; n });
+//! assert_eq!(name.len(), "web-".len() + 5);
+//! assert!(name.starts_with("web-") && names::dns1123_subdomain_errors(&name).is_empty());
+//! ```
 
 const DNS1123_LABEL_MAX: usize = 63;
 const DNS1123_SUBDOMAIN_MAX: usize = 253;

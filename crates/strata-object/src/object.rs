@@ -8,11 +8,15 @@ use serde_json::{Map, Value};
 /// Why a value tree is not an object.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ObjectError {
+    /// The value is not a JSON object; holds the JSON type it is (`"array"`, `"string"`, ...).
     #[error("the object must be a JSON object, got {0}")]
     NotAnObject(&'static str),
+    /// A type or metadata field holds a value of the wrong JSON type.
     #[error("{field} must be {expected}")]
     WrongType {
+        /// The field's path, such as `metadata.labels`.
         field: String,
+        /// What the field must hold, such as `"a map of strings"`.
         expected: &'static str,
     },
 }
@@ -21,6 +25,35 @@ pub enum ObjectError {
 ///
 /// It holds its tree as a [`Value`] that is always an object, so that code taking any JSON
 /// value (validation, CEL) reads it without a copy ([`Object::as_value`]).
+///
+/// The metadata accessors read strings as `""` when they are absent, and the setters remove a
+/// field when given `""`, the way Go's `omitempty` leaves it out.
+///
+/// ```
+/// use strata_object::Object;
+/// use serde_json::json;
+///
+/// let mut sa = Object::from_value(json!({
+///     "metadata": {"name": "builder", "labels": {"team": "ci"}},
+///     "automountServiceAccountToken": false,
+/// }))?;
+/// sa.set_type_meta("v1", "ServiceAccount");
+/// sa.set_namespace("default");
+/// sa.set_resource_version("42");
+///
+/// assert_eq!((sa.api_version(), sa.kind()), ("v1", "ServiceAccount"));
+/// assert_eq!((sa.namespace(), sa.name()), ("default", "builder"));
+/// assert_eq!(sa.uid(), ""); // absent
+/// assert_eq!(sa.labels().collect::<Vec<_>>(), [("team", "ci")]);
+///
+/// // `kind` and `apiVersion` are written first.
+/// let keys: Vec<&str> = sa.as_map().keys().map(String::as_str).collect();
+/// assert_eq!(keys, ["kind", "apiVersion", "metadata", "automountServiceAccountToken"]);
+///
+/// // Metadata must be an object holding strings where Kubernetes has strings.
+/// assert!(Object::from_value(json!({"metadata": {"name": 7}})).is_err());
+/// # Ok::<(), strata_object::ObjectError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Object(Value);
 
@@ -119,6 +152,7 @@ impl Object {
         Ok(())
     }
 
+    /// The object's value tree, giving up the wrapper.
     pub fn into_value(self) -> Value {
         self.0
     }
@@ -128,6 +162,7 @@ impl Object {
         &self.0
     }
 
+    /// The object's top-level fields.
     pub fn as_map(&self) -> &Map<String, Value> {
         match &self.0 {
             Value::Object(m) => m,
@@ -136,6 +171,8 @@ impl Object {
         }
     }
 
+    /// The object's top-level fields, for changes. The object stays a JSON object whatever is
+    /// done to the map, but the shape [`Object::from_value`] checks is not checked again.
     pub fn as_map_mut(&mut self) -> &mut Map<String, Value> {
         match &mut self.0 {
             Value::Object(m) => m,
@@ -148,10 +185,12 @@ impl Object {
         self.as_map().get(key).and_then(Value::as_str).unwrap_or("")
     }
 
+    /// `kind`, or `""` when absent.
     pub fn kind(&self) -> &str {
         self.str_field("kind")
     }
 
+    /// `apiVersion` (`v1`, `rbac.authorization.k8s.io/v1`), or `""` when absent.
     pub fn api_version(&self) -> &str {
         self.str_field("apiVersion")
     }
@@ -169,6 +208,7 @@ impl Object {
         }
     }
 
+    /// The `metadata` map, if the object has one.
     pub fn metadata(&self) -> Option<&Map<String, Value>> {
         self.as_map().get("metadata").and_then(Value::as_object)
     }
@@ -203,39 +243,52 @@ impl Object {
         }
     }
 
+    /// `metadata.name`, or `""` when absent.
     pub fn name(&self) -> &str {
         self.meta_str("name")
     }
+    /// Sets `metadata.name`; `""` removes it.
     pub fn set_name(&mut self, v: &str) {
         self.set_meta_str("name", v)
     }
+    /// `metadata.generateName` (the prefix of a name the server generates), or `""`.
     pub fn generate_name(&self) -> &str {
         self.meta_str("generateName")
     }
+    /// `metadata.namespace`, or `""` when absent (cluster-scoped objects have none).
     pub fn namespace(&self) -> &str {
         self.meta_str("namespace")
     }
+    /// Sets `metadata.namespace`; `""` removes it.
     pub fn set_namespace(&mut self, v: &str) {
         self.set_meta_str("namespace", v)
     }
+    /// `metadata.uid`, or `""` when absent.
     pub fn uid(&self) -> &str {
         self.meta_str("uid")
     }
+    /// Sets `metadata.uid`; `""` removes it.
     pub fn set_uid(&mut self, v: &str) {
         self.set_meta_str("uid", v)
     }
+    /// `metadata.resourceVersion`, or `""` when absent.
     pub fn resource_version(&self) -> &str {
         self.meta_str("resourceVersion")
     }
+    /// Sets `metadata.resourceVersion`; `""` removes it.
     pub fn set_resource_version(&mut self, v: &str) {
         self.set_meta_str("resourceVersion", v)
     }
+    /// `metadata.creationTimestamp` as written (RFC 3339), or `""` when absent.
     pub fn creation_timestamp(&self) -> &str {
         self.meta_str("creationTimestamp")
     }
+    /// Sets `metadata.creationTimestamp`; `""` removes it.
     pub fn set_creation_timestamp(&mut self, v: &str) {
         self.set_meta_str("creationTimestamp", v)
     }
+    /// `metadata.deletionTimestamp` as written (RFC 3339), or `""` while the object is not
+    /// being deleted.
     pub fn deletion_timestamp(&self) -> &str {
         self.meta_str("deletionTimestamp")
     }
@@ -258,6 +311,7 @@ impl Object {
         }
     }
 
+    /// `metadata.labels` as key/value pairs, in the map's order (none when absent).
     pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
         self.meta_value("labels")
             .and_then(Value::as_object)
@@ -268,6 +322,7 @@ impl Object {
             })
     }
 
+    /// `metadata.finalizers`, in order (empty when absent).
     pub fn finalizers(&self) -> Vec<&str> {
         self.meta_value("finalizers")
             .and_then(Value::as_array)

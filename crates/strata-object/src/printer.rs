@@ -16,14 +16,20 @@ pub use time::OffsetDateTime;
 /// The `type` of a Table column (OpenAPI's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColumnType {
+    /// Text.
     String,
+    /// A whole number.
     Integer,
+    /// Any number.
     Number,
+    /// `true` or `false`.
     Boolean,
+    /// A time, shown as an age.
     Date,
 }
 
 impl ColumnType {
+    /// The name a Table's `columnDefinitions` give the type (`"string"`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::String => "string",
@@ -50,7 +56,9 @@ impl ColumnType {
 /// Which subjects of a binding a [`Cell::Subjects`] column lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubjectKind {
+    /// Subjects of kind `User`.
     User,
+    /// Subjects of kind `Group`.
     Group,
     /// Listed as `<namespace>/<name>`.
     ServiceAccount,
@@ -107,13 +115,17 @@ pub enum Cell {
 /// One column of a type's Table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrinterColumn {
+    /// The column's header, such as `Name` or `Secrets`.
     pub name: String,
+    /// The type of its cells.
     pub column_type: ColumnType,
     /// `name` for the column holding the object's name, otherwise usually empty.
     pub format: String,
+    /// What the column shows, for clients that explain columns.
     pub description: String,
     /// 0 for the default view; higher priorities are shown in wide views only.
     pub priority: i32,
+    /// Where its cells come from.
     pub cell: Cell,
 }
 
@@ -130,11 +142,13 @@ impl PrinterColumn {
         }
     }
 
+    /// The column with `format` set (`name` marks the column of the object's name).
     pub fn with_format(mut self, format: &str) -> Self {
         self.format = format.into();
         self
     }
 
+    /// The column with `priority` set (1: shown only in wide views).
     pub fn with_priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self

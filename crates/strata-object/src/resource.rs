@@ -1,29 +1,55 @@
 //! Resource-type descriptors: everything routing, discovery, OpenAPI and the generic registry
 //! need to know about a kind, as data.
+//!
+//! The built-in types' descriptors come from [`crate::builtin`]; a custom resource's are built
+//! from its CustomResourceDefinition by the server.
+//!
+//! ```
+//! use strata_object::{builtin, Scope, Verb};
+//!
+//! let sa = builtin::service_account();
+//! assert_eq!((sa.api_version(), sa.kind.as_str()), ("v1".to_string(), "ServiceAccount"));
+//! assert_eq!(sa.scope, Scope::Namespaced);
+//! assert!(sa.has_verb(Verb::Watch));
+//! assert!(sa.subresource("token").is_some());
+//! // kube-apiserver's etcd key layout.
+//! assert_eq!(sa.key("default", "builder"), "/registry/serviceaccounts/default/builder");
+//! ```
 
 use serde_json::{Map, Value};
 
 /// Whether objects live in a namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
+    /// Each object belongs to a namespace (`/api/v1/namespaces/<ns>/serviceaccounts`).
     Namespaced,
+    /// Objects belong to no namespace (`/api/v1/namespaces`).
     Cluster,
 }
 
 /// The API verbs of spec §1 that discovery advertises and authorization checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Verb {
+    /// `create` (POST).
     Create,
+    /// `delete` (DELETE of one object).
     Delete,
+    /// `deletecollection` (DELETE of a collection).
     DeleteCollection,
+    /// `get` (GET of one object).
     Get,
+    /// `list` (GET of a collection).
     List,
+    /// `patch` (PATCH, including server-side apply).
     Patch,
+    /// `update` (PUT).
     Update,
+    /// `watch` (GET with `watch=true`).
     Watch,
 }
 
 impl Verb {
+    /// The verb as discovery and RBAC spell it (`"deletecollection"`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Create => "create",
@@ -37,6 +63,7 @@ impl Verb {
         }
     }
 
+    /// Every verb, in alphabetical order.
     pub const ALL: [Verb; 8] = [
         Verb::Create,
         Verb::Delete,
@@ -52,12 +79,16 @@ impl Verb {
 /// Group, version and kind.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct GroupVersionKind {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The version, such as `v1`.
     pub version: String,
+    /// The kind, such as `ServiceAccount`.
     pub kind: String,
 }
 
 impl GroupVersionKind {
+    /// A GroupVersionKind from its three parts.
     pub fn new(group: &str, version: &str, kind: &str) -> Self {
         Self {
             group: group.into(),
@@ -84,9 +115,11 @@ pub fn api_version(group: &str, version: &str) -> String {
 /// A sub-resource below an object (`serviceaccounts/token`, `namespaces/status`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubResource {
+    /// The name after the object's, such as `status` or `token`.
     pub name: String,
     /// The kind served and accepted, which may belong to another group.
     pub kind: GroupVersionKind,
+    /// The verbs it serves.
     pub verbs: Vec<Verb>,
     /// What requests to it do.
     pub behaviour: SubResourceBehaviour,
@@ -142,18 +175,29 @@ pub type GroupResource = (&'static str, &'static str);
 /// The one description of a resource type that every layer reads.
 #[derive(Clone, Debug)]
 pub struct ResourceType {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The version served, such as `v1`.
     pub version: String,
+    /// The kind, such as `ServiceAccount`.
     pub kind: String,
+    /// The kind of its lists, such as `ServiceAccountList`.
     pub list_kind: String,
     /// The plural name used in URLs.
     pub resource: String,
+    /// The singular name (`serviceaccount`), which kubectl also accepts.
     pub singular: String,
+    /// Whether objects live in a namespace.
     pub scope: Scope,
+    /// Short names discovery advertises (`sa`).
     pub short_names: Vec<String>,
+    /// Categories discovery advertises (`all`).
     pub categories: Vec<String>,
+    /// The verbs served on the resource.
     pub verbs: Vec<Verb>,
+    /// The sub-resources below its objects.
     pub subresources: Vec<SubResource>,
+    /// The rule its objects' names must follow.
     pub name_rule: NameRule,
     /// Whether the type has the default Table conversion (custom resources may not).
     pub supports_table: bool,
@@ -182,22 +226,27 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// The type's group, version and kind.
     pub fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::new(&self.group, &self.version, &self.kind)
     }
 
+    /// `v1` for the core group, `<group>/<version>` otherwise.
     pub fn api_version(&self) -> String {
         api_version(&self.group, &self.version)
     }
 
+    /// Whether objects live in a namespace.
     pub fn namespaced(&self) -> bool {
         self.scope == Scope::Namespaced
     }
 
+    /// Whether the resource serves `verb`.
     pub fn has_verb(&self, verb: Verb) -> bool {
         self.verbs.contains(&verb)
     }
 
+    /// The sub-resource of that name, if the type has one.
     pub fn subresource(&self, name: &str) -> Option<&SubResource> {
         self.subresources.iter().find(|s| s.name == name)
     }

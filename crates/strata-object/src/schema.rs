@@ -28,6 +28,7 @@ pub enum Shape {
     Struct,
     /// An object whose keys are free and whose values share one schema (`additionalProperties`).
     Map,
+    /// An array whose items share one schema (`items`).
     Array,
     /// A string, integer, number or boolean.
     Scalar,
@@ -36,6 +37,36 @@ pub enum Shape {
 }
 
 /// One position in a schema. Cheap to copy.
+///
+/// Start from a type's root ([`ResourceType::schema`] or [`Node::root`]) and walk down with
+/// [`Node::child`] (a property or a map value) and [`Node::items`]:
+///
+/// ```
+/// use serde_json::json;
+/// use strata_object::builtin;
+/// use strata_object::schema::{ListType, Shape};
+///
+/// let sa = builtin::service_account();
+/// let root = sa.schema().expect("built-in types have a schema");
+/// assert_eq!(root.shape(), Shape::Struct);
+///
+/// // `secrets` is merged by name, in strategic merge patch and in server-side apply.
+/// let secrets = root.child("secrets").unwrap();
+/// assert_eq!(secrets.shape(), Shape::Array);
+/// assert_eq!(secrets.patch_merge_key(), Some("name"));
+/// assert!(secrets.has_patch_strategy("merge"));
+/// assert_eq!(secrets.list_type(), ListType::Map(vec!["name".into()]));
+///
+/// // Fields are followed through `$ref`s: metadata is ObjectMeta, its labels a map of strings.
+/// let labels = root.child("metadata").and_then(|m| m.child("labels")).unwrap();
+/// assert_eq!(labels.shape(), Shape::Map);
+/// assert_eq!(labels.child("app").unwrap().type_name(), Some("string"));
+///
+/// // Unknown fields are pruned and reported; types are checked.
+/// let mut body = json!({"metadata": {"name": "a", "colour": "red"}, "secret": []});
+/// assert_eq!(root.prune_unknown(&mut body), ["secret", "metadata.colour"]);
+/// assert!(root.check_types(&json!({"automountServiceAccountToken": "yes"})).is_err());
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Node<'a> {
     definitions: &'a Map<String, Value>,
@@ -87,6 +118,7 @@ impl<'a> Node<'a> {
         self.outer.get(key).or_else(|| self.inner.get(key))
     }
 
+    /// The shape of the value here.
     pub fn shape(&self) -> Shape {
         self.shape
     }

@@ -22,6 +22,20 @@ enum Requirement {
 }
 
 /// A parsed `labelSelector`: every requirement must hold. The empty selector matches everything.
+///
+/// ```
+/// use serde_json::json;
+/// use strata_object::{LabelSelector, Object};
+///
+/// let obj = Object::from_value(json!({"metadata": {"labels": {"app": "web", "tier": "2"}}}))?;
+/// let matches = |s: &str| LabelSelector::parse(s).unwrap().matches(&obj);
+/// assert!(matches("app=web,tier"));
+/// assert!(matches("app in (web, api), !canary"));
+/// assert!(matches("tier>1"));
+/// assert!(!matches("app!=web"));
+/// assert!(LabelSelector::parse("app in web").is_err());
+/// # Ok::<(), strata_object::ObjectError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector(Vec<Requirement>);
 
@@ -173,6 +187,7 @@ impl LabelSelector {
         Ok(Self(reqs))
     }
 
+    /// Whether the selector has no requirement (and so matches everything).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -195,6 +210,7 @@ impl LabelSelector {
         })
     }
 
+    /// Whether the object's labels satisfy every requirement.
     pub fn matches(&self, obj: &Object) -> bool {
         self.matches_with(|k| obj.labels().find(|(lk, _)| *lk == k).map(|(_, v)| v))
     }
@@ -209,6 +225,24 @@ struct Term {
 }
 
 /// A parsed `fieldSelector`: every term must hold. The empty selector matches everything.
+///
+/// ```
+/// use serde_json::json;
+/// use strata_object::selector::UnknownFieldStyle;
+/// use strata_object::{FieldSelector, Object};
+///
+/// let fields = ["metadata.name".to_string(), "metadata.namespace".to_string()];
+/// let sel = FieldSelector::parse("metadata.name=web,metadata.namespace!=kube-system", &fields,
+///     UnknownFieldStyle::NotKnown).unwrap();
+/// assert_eq!(sel.required("metadata.name"), Some("web"));
+///
+/// let obj = Object::from_value(json!({"metadata": {"name": "web", "namespace": "default"}}))?;
+/// assert!(sel.matches(&obj));
+///
+/// let err = FieldSelector::parse("spec.x=1", &fields, UnknownFieldStyle::NotKnown).unwrap_err();
+/// assert!(err.contains("is not a known field selector"));
+/// # Ok::<(), strata_object::ObjectError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSelector(Vec<Term>);
 
@@ -314,6 +348,7 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// Whether the selector has no term (and so matches everything).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -334,6 +369,7 @@ impl FieldSelector {
             .all(|t| (field(&t.field).unwrap_or("") == t.value) == t.equal)
     }
 
+    /// Whether the object's fields satisfy every term.
     pub fn matches(&self, obj: &Object) -> bool {
         self.matches_with(|f| field_value(obj, f))
     }

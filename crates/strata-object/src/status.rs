@@ -11,27 +11,46 @@ use crate::field::FieldError;
 /// Why a request failed, as carried in `Status.reason`. Serialized as Kubernetes spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StatusReason {
+    /// The object or resource does not exist (404).
     NotFound,
+    /// An object of that name already exists (409).
     AlreadyExists,
+    /// A write lost a race or failed a precondition, such as a stale `resourceVersion` (409).
     Conflict,
+    /// The object fails validation; the causes name the fields (422).
     Invalid,
+    /// The request is malformed (400).
     BadRequest,
+    /// The request carries no acceptable credentials (401).
     Unauthorized,
+    /// The user may not do this (403).
     Forbidden,
+    /// The resource does not support this verb (405).
     MethodNotAllowed,
+    /// No media type in `Accept` can be served (406).
     NotAcceptable,
+    /// The body's `Content-Type` cannot be decoded (415).
     UnsupportedMediaType,
+    /// The body or the object is too large (413).
     RequestEntityTooLarge,
+    /// The resource is gone (410).
     Gone,
+    /// A `resourceVersion` or continue token is older than the history kept (410).
     Expired,
+    /// The server gave up waiting; the outcome may be unknown (504).
     Timeout,
+    /// The server could not finish in time and the client may retry (500).
     ServerTimeout,
+    /// The server is overloaded; retry after `retryAfterSeconds` (429).
     TooManyRequests,
+    /// Something went wrong inside the server (500).
     InternalError,
+    /// The server cannot serve the request now (503).
     ServiceUnavailable,
 }
 
 impl StatusReason {
+    /// The reason as Kubernetes spells it (`"NotFound"`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NotFound => "NotFound",
@@ -78,21 +97,58 @@ impl StatusReason {
 }
 
 /// A `Status` object (`kind: Status`, `apiVersion: v1`).
+///
+/// Build one with the constructor for the failure ([`Status::not_found`], [`Status::invalid`],
+/// [`Status::stale_conflict`], ...), which fills in the reason, the HTTP code, Kubernetes'
+/// message and the details; serialize it with serde or [`Status::to_value`]. It is also an
+/// [`std::error::Error`], so it can travel as the error of a `Result`.
+///
+/// ```
+/// use strata_object::{Status, StatusReason};
+///
+/// let status = Status::not_found("rbac.authorization.k8s.io", "roles", "reader");
+/// assert_eq!(status.code, 404);
+/// assert!(status.is_not_found());
+/// assert_eq!(status.message, r#"roles.rbac.authorization.k8s.io "reader" not found"#);
+///
+/// let json = status.to_value();
+/// assert_eq!(json["kind"], "Status");
+/// assert_eq!(json["status"], "Failure");
+/// assert_eq!(json["reason"], "NotFound");
+/// assert_eq!(json["details"]["group"], "rbac.authorization.k8s.io");
+///
+/// // What a client receives reads back into the same Status.
+/// let back: Status = serde_json::from_value(json)?;
+/// assert_eq!(back, status);
+/// assert_eq!(back.to_string(), r#"404 (NotFound): roles.rbac.authorization.k8s.io "reader" not found"#);
+///
+/// let busy = Status::too_many_requests();
+/// assert!(busy.is(StatusReason::TooManyRequests));
+/// assert_eq!(busy.retry_after(), Some(1));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
+    /// Always `Status`.
     pub kind: String,
+    /// Always `v1`.
     pub api_version: String,
+    /// The list metadata, normally empty.
     pub metadata: StatusListMeta,
+    /// `Success` or `Failure`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
+    /// The human-readable description, in Kubernetes' wording.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// `None` for a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<StatusReason>,
+    /// The object concerned and the causes, when there is more to say than the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
+    /// The HTTP status code (0, left out, when unknown).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub code: u16,
 }
@@ -104,23 +160,33 @@ fn is_zero(v: &u16) -> bool {
 /// The `metadata` of a Status: a ListMeta that in practice carries at most `continue`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusListMeta {
+    /// `continue`: the token of a next page (empty: none).
     #[serde(default, rename = "continue", skip_serializing_if = "String::is_empty")]
     pub continue_token: String,
 }
 
+/// `Status.details`: which object a failure concerns, its causes and when to retry. Empty
+/// fields are left out when serialized.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusDetails {
+    /// The object's name.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The API group (empty for the core group).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// The resource (`serviceaccounts`) or, for `Invalid`, the Kind (`ServiceAccount`), as
+    /// Kubernetes fills it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// The object's uid, when known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The individual causes, such as one per invalid field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<StatusCause>,
+    /// Seconds the client should wait before retrying (0: no advice).
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub retry_after_seconds: i32,
 }
@@ -129,12 +195,16 @@ fn is_zero_i32(v: &i32) -> bool {
     *v == 0
 }
 
+/// One cause of a failure, in `Status.details.causes`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusCause {
+    /// A machine-readable cause, such as `FieldValueRequired` or `FieldManagerConflict`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The human-readable description of this cause.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The field concerned, as a path (`metadata.name`, `spec.ports[0]`), when there is one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub field: String,
 }
@@ -185,6 +255,7 @@ impl Status {
         }
     }
 
+    /// 404 NotFound: `<resource>[.<group>] "<name>" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
         Self::failure(
             StatusReason::NotFound,
@@ -193,6 +264,7 @@ impl Status {
         )
     }
 
+    /// 409 AlreadyExists: `<resource>[.<group>] "<name>" already exists`.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         Self::failure(
             StatusReason::AlreadyExists,
@@ -301,10 +373,13 @@ impl Status {
         Self::failure(StatusReason::Unauthorized, "Unauthorized".into(), None)
     }
 
+    /// 400 BadRequest with the given message.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::failure(StatusReason::BadRequest, message.into(), None)
     }
 
+    /// 403 Forbidden: `<resource>[.<group>] ["<name>"] is forbidden: <why>` (no name when
+    /// `name` is empty).
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let subject = Self::qualified(group, resource);
         let message = if name.is_empty() {
@@ -354,6 +429,7 @@ impl Status {
         )
     }
 
+    /// 406 NotAcceptable, listing the media types the server can produce.
     pub fn not_acceptable(accepted: &[&str]) -> Self {
         Self::failure(
             StatusReason::NotAcceptable,
@@ -365,6 +441,7 @@ impl Status {
         )
     }
 
+    /// 415 UnsupportedMediaType, listing the media types the server can decode.
     pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::failure(
             StatusReason::UnsupportedMediaType,
@@ -376,6 +453,7 @@ impl Status {
         )
     }
 
+    /// 413 for a request body over `limit` bytes.
     pub fn too_large(limit: usize) -> Self {
         Self::failure(
             StatusReason::RequestEntityTooLarge,
@@ -421,6 +499,7 @@ impl Status {
         )
     }
 
+    /// 500 InternalError: `Internal error occurred: <message>`, the message also as the one cause.
     pub fn internal(message: impl std::fmt::Display) -> Self {
         let message = message.to_string();
         Self::failure(
@@ -446,6 +525,7 @@ impl Status {
         .with_retry_after(1)
     }
 
+    /// 503 ServiceUnavailable with the given message.
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         Self::failure(StatusReason::ServiceUnavailable, message.into(), None)
     }
@@ -479,10 +559,12 @@ impl Status {
         self.reason == Some(reason)
     }
 
+    /// Whether this failed with `NotFound`.
     pub fn is_not_found(&self) -> bool {
         self.is(StatusReason::NotFound)
     }
 
+    /// Whether this failed with `AlreadyExists`.
     pub fn is_already_exists(&self) -> bool {
         self.is(StatusReason::AlreadyExists)
     }

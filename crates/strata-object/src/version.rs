@@ -6,14 +6,32 @@
 use std::fmt;
 
 /// The `resourceVersion` string as clients see it. Clients may only compare it for equality.
+///
+/// Strata issues decimal revisions of its store, so [`ResourceVersion::to_u64`] reads back the
+/// ones it issued and rejects any other string.
+///
+/// ```
+/// use strata_object::ResourceVersion;
+///
+/// let rv = ResourceVersion::from(1234);
+/// assert_eq!(rv.as_str(), "1234");
+/// assert_eq!(rv.to_u64(), Some(1234));
+/// assert_eq!(rv.to_string(), "1234");
+///
+/// assert!(ResourceVersion::default().is_unset());
+/// assert_eq!(ResourceVersion::new("abc").to_u64(), None);
+/// assert_eq!(ResourceVersion::new("-1").to_u64(), None);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ResourceVersion(String);
 
 impl ResourceVersion {
+    /// Wraps a string as received; any string is accepted.
     pub fn new(s: impl Into<String>) -> Self {
         Self(s.into())
     }
 
+    /// The string as clients see it.
     pub fn as_str(&self) -> &str {
         &self.0
     }

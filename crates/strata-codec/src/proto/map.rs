@@ -17,8 +17,14 @@ use super::generated::k8s::io::apimachinery::pkg::apis::meta::v1 as meta;
 use super::write;
 
 /// A message with a JSON form.
+///
+/// Every generated message the codec serves implements it: the JSON form is the one Go's
+/// `encoding/json` gives the Kubernetes type (field names, omitted empty fields, times as RFC
+/// 3339 strings).
 pub trait JsonForm: Sized + Default {
+    /// The message as a JSON value tree.
     fn to_json(&self) -> Value;
+    /// The message from a JSON value tree; the error names the field of the wrong type.
     fn from_json(v: &Value) -> Result<Self, String>;
 }
 

@@ -7,10 +7,40 @@
 //! empty or zero, pointer fields (`automountServiceAccountToken`, grace periods, …) keep an
 //! explicit zero, `metav1.Time` is an RFC 3339 string on the JSON side and whole seconds on the
 //! protobuf side, and `FieldsV1` carries its JSON object as raw bytes.
+//!
+//! ```
+//! use serde_json::json;
+//! use strata_codec::proto;
+//!
+//! let sa = json!({
+//!     "kind": "ServiceAccount",
+//!     "apiVersion": "v1",
+//!     "metadata": {"name": "builder", "namespace": "ci",
+//!                  "creationTimestamp": "2024-05-01T10:00:00Z"},
+//!     "automountServiceAccountToken": false,
+//! });
+//! let bytes = proto::encode(&sa)?;
+//! assert!(bytes.starts_with(&proto::MAGIC));
+//!
+//! let (api_version, kind, _message) = proto::open(&bytes)?;
+//! assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "ServiceAccount"));
+//! assert_eq!(proto::decode(&bytes, "v1", "ServiceAccount")?, sa);
+//!
+//! // Only the kinds generated from `proto/` have a protobuf form.
+//! assert!(proto::has_message("rbac.authorization.k8s.io/v1", "Role"));
+//! assert!(proto::encode(&json!({"kind": "Widget", "apiVersion": "example.com/v1"})).is_err());
+//! # Ok::<(), strata_codec::json::DecodeError>(())
+//! ```
 
 mod map;
 mod write;
 
+/// The message types prost generates from the `.proto` files of Kubernetes' API under `proto/`
+/// (`cargo xtask codegen`), one module per protobuf package (`k8s::io::api::core::v1`, ...).
+///
+/// Their fields are documented by the `.proto` comments they came from, where those have any;
+/// the generator writes the rest without documentation, and this code is regenerated rather
+/// than edited, so `missing_docs` (and clippy) are allowed here.
 #[allow(clippy::all, missing_docs)]
 pub mod generated {
     include!("generated/mod.rs");
