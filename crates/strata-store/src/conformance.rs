@@ -9,6 +9,36 @@
 //! are strictly increasing but may start anywhere and leave gaps (other writers move the same
 //! counter), and a store's feed carries its own keys only. It never compares a revision with a
 //! literal number.
+//!
+//! # Running it against an engine
+//!
+//! In the engine's tests, one line makes a test per function (the calling crate needs `tokio`
+//! with the `macros` and `rt-multi-thread` features among its dev-dependencies, since the tests
+//! are `#[tokio::test(flavor = "multi_thread")]`):
+//!
+//! ```
+//! #[cfg(test)]
+//! mod conformance {
+//!     use std::sync::Arc;
+//!     use strata_store::{conformance::Subject, MemoryStore};
+//!
+//!     // Your engine here, fresh and empty for each test.
+//!     strata_store::store_conformance_tests!(async { Subject::new(Arc::new(MemoryStore::new())) });
+//! }
+//! ```
+//!
+//! Each `run_*` function can also be called on its own, on any runtime:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use strata_store::conformance::{self, Subject};
+//! use strata_store::MemoryStore;
+//!
+//! # strata_store::tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! conformance::run_changes_feed(&Subject::new(Arc::new(MemoryStore::new()))).await;
+//! conformance::run_compaction(&Subject::new(Arc::new(MemoryStore::new()))).await;
+//! # });
+//! ```
 
 use std::any::Any;
 use std::collections::HashSet;
@@ -22,11 +52,13 @@ use crate::{Event, KeyValue, RangeRequest, Revision, Store, StoreError};
 /// A fresh, empty store for one test, and whatever must outlive it (a temporary directory, a
 /// server process). The store is dropped before the guard.
 pub struct Subject {
+    /// The store under test.
     pub store: Arc<dyn Store>,
     _guard: Box<dyn Any + Send>,
 }
 
 impl Subject {
+    /// A store that needs nothing else kept alive.
     pub fn new(store: Arc<dyn Store>) -> Self {
         Self::with_guard(store, ())
     }
@@ -81,6 +113,9 @@ fn far_beyond(r: Revision) -> Revision {
     Revision(r.0 + 1_000_000)
 }
 
+/// Create and get: a create moves the revision forward with equal create and mod revisions, a
+/// second create of the key is `Exists` and leaves no trace, and values and keys are stored as
+/// given (empty values, non-ASCII and control bytes in keys).
 pub async fn run_create_and_get(t: &Subject) {
     let s = &t.store;
     let before = s.current_revision();
@@ -115,6 +150,9 @@ pub async fn run_create_and_get(t: &Subject) {
     assert_eq!(s.get("/a/ü\u{1}", None).await.unwrap().0, Some(odd));
 }
 
+/// Updates are compare-and-swap on the modification revision: the create revision stays, a
+/// stale expected revision is `Conflict` (naming both revisions), an absent key is `NotFound`,
+/// and failed updates are not in the feed.
 pub async fn run_update_compare_and_swap(t: &Subject) {
     let s = &t.store;
     let first = s.create("/k", b("1")).await.unwrap();
@@ -142,6 +180,9 @@ pub async fn run_update_compare_and_swap(t: &Subject) {
     assert!(feed.events.is_empty(), "failed updates are not in the feed");
 }
 
+/// Deletes, with and without an expected revision: `Conflict` on a mismatch, the last state and
+/// the deletion's revision on success, `NotFound` afterwards, and a new incarnation of the key
+/// created later gets a new create revision.
 pub async fn run_delete(t: &Subject) {
     let s = &t.store;
     let kv = s.create("/k", b("v")).await.unwrap();
@@ -165,6 +206,9 @@ pub async fn run_delete(t: &Subject) {
     assert!(last > again.mod_revision);
 }
 
+/// Range reads: key order, bounded by the prefix, no deleted keys, pages with `limit` and the
+/// count of `remaining` keys, a continuation at the first page's revision, and `Invalid` for a
+/// start key outside the prefix.
 pub async fn run_range(t: &Subject) {
     let s = &t.store;
     let mut last = Revision::ZERO;
@@ -225,6 +269,8 @@ pub async fn run_range(t: &Subject) {
     ));
 }
 
+/// Reads at past revisions: a get or range at a revision sees the state then (including keys
+/// deleted since), and a range answers with the revision it was asked for.
 pub async fn run_reads_at_past_revisions(t: &Subject) {
     let s = &t.store;
     let a1 = s.create("/p/a", b("a1")).await.unwrap();
@@ -261,6 +307,9 @@ pub async fn run_reads_at_past_revisions(t: &Subject) {
     );
 }
 
+/// The change feed: creates, updates (with their previous state) and deletes in revision order,
+/// from any revision, including one between two events, and a feed cut by its limit that is
+/// complete only through its last event.
 pub async fn run_changes_feed(t: &Subject) {
     let s = &t.store;
     let start = s.current_revision();
@@ -359,6 +408,9 @@ pub async fn run_consistent_revision(t: &Subject) {
     );
 }
 
+/// Compaction: reads below the compaction point are `Compacted`, the state at the point itself
+/// stays readable, compacting backwards is a no-op and beyond the current revision `Invalid`,
+/// and writes go on afterwards.
 pub async fn run_compaction(t: &Subject) {
     let s = &t.store;
     let a = s.create("/m/a", b("1")).await.unwrap();
@@ -439,6 +491,7 @@ pub async fn run_compaction_and_the_feed(t: &Subject) {
     assert!(later.revision >= last);
 }
 
+/// Reads at a revision beyond the current one are `FutureRevision`, for gets and ranges.
 pub async fn run_future_revisions(t: &Subject) {
     let s = &t.store;
     let kv = s.create("/f", b("x")).await.unwrap();
@@ -458,6 +511,9 @@ pub async fn run_future_revisions(t: &Subject) {
     ));
 }
 
+/// Concurrent writers: sixteen tasks creating keys get distinct, per-writer increasing
+/// revisions, the feed has every write once in revision order, and of eight contended
+/// compare-and-swap updates of one key exactly one wins.
 pub async fn run_concurrent_writers(t: &Subject) {
     const TASKS: usize = 16;
     const PER_TASK: usize = 25;
@@ -521,6 +577,7 @@ pub async fn run_concurrent_writers(t: &Subject) {
     assert_eq!(winners, 1, "compare-and-swap admits exactly one writer");
 }
 
+/// [`Store::subscribe`]'s receiver sees the revision of a write.
 pub async fn run_subscribe(t: &Subject) {
     let s = &t.store;
     let mut rx = s.subscribe();

@@ -1,7 +1,8 @@
 //! The storage contract of Strata: a revisioned key-value store with multi-version reads.
 //!
-//! Every engine (the in-memory reference engine here, RocksDB, later etcd) implements [`Store`]
-//! and passes the shared suite in [`conformance`]. Engines store bytes under keys: they never
+//! Every engine (the in-memory reference engine here; RocksDB and etcd in Strata's
+//! `strata-store-rocksdb` and `strata-store-etcd`) implements [`Store`] and passes the shared
+//! suite in [`conformance`]. Engines store bytes under keys: they never
 //! decode objects.
 //!
 //! The model is etcd's: one global [`Revision`] counter that every successful write advances;
@@ -25,13 +26,61 @@
 //! last compacted to itself, raised whenever a read or a watch reports a newer one (etcd's
 //! `ErrCompacted` and a watch cancelled with `compact_revision`); a feed read from before it
 //! fails with [`StoreError::Compacted`], and the reader reloads.
+//!
+//! # Example
+//!
+//! The in-memory engine, [`MemoryStore`], shows the contract: a compare-and-swap update, a
+//! read at a past revision, and the change feed.
+//!
+//! ```
+//! use strata_store::{Bytes, Event, MemoryStore, Store, StoreError};
+//!
+//! # strata_store::tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! let created = store.create("/registry/things/a", Bytes::from("one")).await?;
+//! let updated = store
+//!     .update("/registry/things/a", Bytes::from("two"), created.mod_revision)
+//!     .await?;
+//! assert!(updated.mod_revision > created.mod_revision);
+//!
+//! // A second update that names the old revision loses the race.
+//! let stale = store
+//!     .update("/registry/things/a", Bytes::from("three"), created.mod_revision)
+//!     .await;
+//! assert!(matches!(stale, Err(StoreError::Conflict { .. })));
+//!
+//! // The history is still there, until it is compacted.
+//! let (then, _) = store.get("/registry/things/a", Some(created.mod_revision)).await?;
+//! assert_eq!(then.unwrap().value, Bytes::from("one"));
+//!
+//! // The feed: every change after a revision, in order.
+//! let changes = store.changes(created.mod_revision, 0).await?;
+//! assert!(matches!(&changes.events[..], [Event::Put { prev: Some(_), .. }]));
+//! assert_eq!(changes.revision, updated.mod_revision);
+//! # Ok::<(), StoreError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Writing an engine
+//!
+//! Implement [`Store`] (with the re-exported [`async_trait`](macro@async_trait) attribute) and instantiate the
+//! conformance suite over it with [`store_conformance_tests!`]; see [`conformance`].
+//!
+//! # Dependencies
+//!
+//! The trait's signatures use [`Bytes`] (from `bytes`) and a `tokio` watch channel, and engines
+//! implement it with `async-trait`: the three are re-exported ([`bytes`], [`tokio`],
+//! [`async_trait`](macro@async_trait)) so an engine needs no versions of its own that could disagree.
+
+#![deny(missing_docs)]
 
 pub mod conformance;
 mod memory;
 mod revision;
 
-use async_trait::async_trait;
-use bytes::Bytes;
+pub use async_trait::async_trait;
+pub use bytes::{self, Bytes};
+pub use tokio;
 
 pub use memory::MemoryStore;
 pub use revision::Revision;
@@ -39,7 +88,9 @@ pub use revision::Revision;
 /// One key's state at some revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyValue {
+    /// The key, as given to the write that stored it.
     pub key: String,
+    /// The stored bytes, as given (engines never decode them).
     pub value: Bytes,
     /// The revision of the write that created this incarnation of the key.
     pub create_revision: Revision,
@@ -52,11 +103,18 @@ pub struct KeyValue {
 pub enum Event {
     /// A create (`prev` is `None`) or an update (`prev` is the state before it).
     Put {
+        /// The key's state after the write.
         kv: KeyValue,
+        /// The key's state before the write; `None` for a create.
         prev: Option<KeyValue>,
     },
     /// A deletion at `revision`; `prev` is the last state before it.
-    Delete { prev: KeyValue, revision: Revision },
+    Delete {
+        /// The key's last state before the deletion.
+        prev: KeyValue,
+        /// The revision of the deletion.
+        revision: Revision,
+    },
 }
 
 impl Event {
@@ -68,6 +126,7 @@ impl Event {
         }
     }
 
+    /// The key this event changed.
     pub fn key(&self) -> &str {
         match self {
             Event::Put { kv, .. } => &kv.key,
@@ -91,6 +150,7 @@ pub struct Changes {
 /// A range read: keys starting with `prefix`, from `start` (inclusive) on, in key order.
 #[derive(Clone, Debug, Default)]
 pub struct RangeRequest {
+    /// Only keys that start with this string (empty: every key).
     pub prefix: String,
     /// The first key to return; empty means the start of the prefix. Must start with `prefix`
     /// when set.
@@ -104,6 +164,7 @@ pub struct RangeRequest {
 /// The answer to a [`RangeRequest`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RangeResponse {
+    /// The entries, in key order.
     pub kvs: Vec<KeyValue>,
     /// The revision the range was read at (the latest revision when none was asked for).
     pub revision: Revision,
@@ -115,29 +176,40 @@ pub struct RangeResponse {
 /// turns them into `Status` responses in one place.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StoreError {
+    /// The key does not exist (an update or delete of an absent key).
     #[error("key {0:?} not found")]
     NotFound(String),
+    /// The key exists already (a create of a present key).
     #[error("key {0:?} already exists")]
     Exists(String),
     /// A compare-and-swap saw a different modification revision.
     #[error("key {key:?} was modified: expected revision {expected}, found {actual}")]
     Conflict {
+        /// The key written.
         key: String,
+        /// The modification revision the write expected.
         expected: Revision,
+        /// The key's actual modification revision.
         actual: Revision,
     },
     /// The requested revision is older than the compaction point.
     #[error("revision {requested} has been compacted (oldest available {compacted})")]
     Compacted {
+        /// The revision asked for.
         requested: Revision,
+        /// The compaction point: the oldest revision still readable.
         compacted: Revision,
     },
     /// The requested revision is newer than the latest.
     #[error("revision {requested} is newer than the current revision {current}")]
     FutureRevision {
+        /// The revision asked for.
         requested: Revision,
+        /// The latest revision of the store.
         current: Revision,
     },
+    /// The request itself is wrong (a range start outside its prefix, a compaction beyond the
+    /// current revision).
     #[error("invalid request: {0}")]
     Invalid(String),
     /// Stored data could not be read back.
@@ -155,13 +227,15 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+/// The result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// A revisioned key-value store.
 ///
 /// Writes are linearizable and durable when they return `Ok`: a crash after that never loses
 /// them. Every successful write gets a revision above every earlier one; a failed write leaves
-/// no trace in the history or the feed.
+/// no trace in the history or the feed. The [crate documentation](crate#example) has an example;
+/// [`MemoryStore`] is the reference implementation.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Creates `key` if it does not exist. Returns the new entry (create and mod revision equal).

@@ -76,6 +76,36 @@ impl State {
 }
 
 /// An engine that keeps everything in memory. Not durable; for tests and as the reference.
+///
+/// It keeps every version of every key until [`Store::compact`] drops them, and passes the
+/// whole [`conformance`](crate::conformance) suite, numbered either way:
+///
+/// ```
+/// use strata_store::{Bytes, MemoryStore, RangeRequest, Revision, Store};
+///
+/// # strata_store::tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// // As one user of a shared revision counter sees it: from 1000, in steps of 3.
+/// let store = MemoryStore::numbered(Revision(1000), 3);
+/// let a = store.create("/t/a", Bytes::from("1")).await.unwrap();
+/// let b = store.create("/t/b", Bytes::from("2")).await.unwrap();
+/// assert_eq!((a.mod_revision, b.mod_revision), (Revision(1003), Revision(1006)));
+///
+/// // Another prefix moved the shared counter: progress without events.
+/// let moved = store.advance(10);
+/// let changes = store.changes(b.mod_revision, 0).await.unwrap();
+/// assert!(changes.events.is_empty());
+/// assert_eq!(changes.revision, moved);
+///
+/// let page = store
+///     .range(RangeRequest { prefix: "/t/".into(), limit: 1, ..Default::default() })
+///     .await
+///     .unwrap();
+/// assert_eq!((page.kvs.len(), page.remaining), (1, 1));
+///
+/// store.compact(b.mod_revision).await.unwrap();
+/// assert!(store.get("/t/a", Some(a.mod_revision)).await.is_err());
+/// # });
+/// ```
 pub struct MemoryStore {
     state: Mutex<State>,
     notify: watch::Sender<Revision>,
@@ -88,6 +118,7 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// An empty store whose writes are numbered 1, 2, 3…, like the embedded engine's.
     pub fn new() -> Self {
         Self::numbered(Revision::ZERO, 1)
     }
