@@ -10,8 +10,78 @@
 //! Watchers get a bounded buffer each. A watcher whose buffer is full when an event arrives is
 //! closed with [`CacheError::Overflow`] instead of holding up the feed: other watchers and the
 //! writers never wait for a slow reader.
+//!
+//! # Example
+//!
+//! A cache of "things" over the in-memory store, whose values are plain text: list it, then
+//! watch it from the list's revision.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use strata_watch::strata_store::{Bytes, MemoryStore, Revision, Store};
+//! use strata_watch::{
+//!     CacheConfig, CachedObject, Caches, Decoder, EventType, Filter, StartAt, WatchItem, WatchSpec,
+//! };
+//!
+//! /// Stored values are names; the cache's JSON is `{"kind":"Thing","apiVersion":"v1","name":…}`.
+//! struct Things;
+//!
+//! impl Decoder for Things {
+//!     fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String> {
+//!         let name = std::str::from_utf8(value).map_err(|e| e.to_string())?;
+//!         let head = r#"{"kind":"Thing","apiVersion":"v1""#;
+//!         let json = format!(r#"{head},"name":"{name}"}}"#);
+//!         let labels = vec![("app".to_string(), name.to_string())];
+//!         let fields = vec![("metadata.name".to_string(), name.to_string())];
+//!         Ok(CachedObject::new(key.into(), revision, labels, fields, json.into(), head.len()))
+//!     }
+//!
+//!     fn restamp(&self, obj: &CachedObject, revision: Revision) -> Result<CachedObject, String> {
+//!         let name = obj.field("metadata.name").unwrap_or_default();
+//!         self.decode(obj.key(), name.as_bytes(), revision)
+//!     }
+//! }
+//!
+//! # strata_watch::strata_store::tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let store = Arc::new(MemoryStore::new());
+//! store.create("/things/a", Bytes::from("a")).await.unwrap();
+//!
+//! let caches = Arc::new(Caches::new(store.clone(), CacheConfig::default()));
+//! let things = caches.add("things", "/things/", Arc::new(Things));
+//! caches.start().await.unwrap();
+//!
+//! let everything: Filter = Arc::new(|_| true);
+//! let list = things.list("/things/", "", 0, &everything, None);
+//! assert_eq!(list.items.len(), 1);
+//! assert_eq!(&list.items[0].json_item()[..], br#"{"name":"a"}"#);
+//!
+//! let spec = WatchSpec {
+//!     prefix: "/things/".into(),
+//!     filter: everything,
+//!     start: StartAt::After(list.revision),
+//!     bookmarks: false,
+//! };
+//! let mut watch = things.watch(spec, Duration::from_secs(1)).await.unwrap();
+//! store.create("/things/b", Bytes::from("b")).await.unwrap();
+//! match watch.receiver.recv().await {
+//!     Some(WatchItem::Event(EventType::Added, obj)) => assert_eq!(obj.key(), "/things/b"),
+//!     other => panic!("expected ADDED, got {other:?}"),
+//! }
+//! # });
+//! ```
+//!
+//! # Dependencies
+//!
+//! The caches follow a [`strata_store::Store`] (re-exported as [`strata_store`], with its
+//! `bytes` and `tokio`), need a tokio runtime with timers, and log through `tracing`.
+
+#![deny(missing_docs)]
 
 mod object;
+
+pub use strata_store;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,6 +97,8 @@ pub use object::{CachedObject, EncodeCounter};
 /// Turns a stored value into the cache's form of the object, stamped with `revision` (the
 /// version's modification revision, or for a deletion the deletion's revision).
 pub trait Decoder: Send + Sync {
+    /// Decodes the value stored under `key`; an error keeps the key out of lists and watches
+    /// (reads of it report the error, see [`WatchCache::corrupt`]).
     fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<CachedObject, String>;
 
     /// The same object content stamped with another revision: what a watcher whose selector an
@@ -40,12 +112,16 @@ pub type Filter = Arc<dyn Fn(&CachedObject) -> bool + Send + Sync>;
 /// The kind of a change a watcher sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
+    /// The object is new to the watcher: created, or changed into its selection.
     Added,
+    /// The object changed and still matches.
     Modified,
+    /// The object was deleted, or changed out of the watcher's selection.
     Deleted,
 }
 
 impl EventType {
+    /// The Kubernetes name of the event type: `ADDED`, `MODIFIED` or `DELETED`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
@@ -61,16 +137,23 @@ pub enum CacheError {
     /// The changes after `requested` are no longer all in the window; `oldest` is the oldest
     /// revision a watch can still start after.
     Expired {
+        /// The revision the watch asked to start after.
         requested: Revision,
+        /// The oldest revision a watch can start after now.
         oldest: Revision,
     },
     /// The cache did not reach `requested` in time.
     TooLarge {
+        /// The revision waited for.
         requested: Revision,
+        /// The revision the cache had reached when the wait ended.
         current: Revision,
     },
     /// The watcher's buffer filled up: it did not read fast enough.
-    Overflow { buffered: usize },
+    Overflow {
+        /// The size of the buffer that filled up.
+        buffered: usize,
+    },
     /// The storage feed failed.
     Storage(StoreError),
 }
@@ -78,9 +161,12 @@ pub enum CacheError {
 /// One item of a watch: a change, a bookmark, or the reason the watch ended.
 #[derive(Clone, Debug)]
 pub enum WatchItem {
+    /// A change: its type as this watcher sees it, and the object (for a deletion, its last
+    /// state stamped with the deletion's revision).
     Event(EventType, Arc<CachedObject>),
     /// Every change up to this revision has been delivered before this item.
     Bookmark(Revision),
+    /// The watch ended, and why; nothing follows.
     Closed(CacheError),
 }
 
@@ -113,7 +199,10 @@ impl Default for CacheConfig {
 pub enum StartAt {
     /// Synthetic ADDED events for the state at some revision not older than `min`, then the
     /// changes after it.
-    State { min: Revision },
+    State {
+        /// The oldest revision the state may be at (the watch waits for the cache to reach it).
+        min: Revision,
+    },
     /// Only the changes after this revision.
     After(Revision),
 }
@@ -123,8 +212,12 @@ pub enum StartAt {
 pub struct WatchSpec {
     /// Only keys under this prefix (a namespace, or the whole type).
     pub prefix: String,
+    /// Only objects this keeps (selectors); an object that stops or starts matching is seen as
+    /// deleted or added.
     pub filter: Filter,
+    /// Where the watch starts.
     pub start: StartAt,
+    /// Whether to send [`WatchItem::Bookmark`]s, every [`CacheConfig::bookmark_interval`].
     pub bookmarks: bool,
 }
 
@@ -135,6 +228,7 @@ pub struct Watch {
     pub backlog: Vec<WatchItem>,
     /// The revision the backlog brings the watcher to.
     pub revision: Revision,
+    /// The changes after [`Watch::revision`], as they happen.
     pub receiver: WatchReceiver,
 }
 
@@ -172,6 +266,7 @@ impl WatchReceiver {
         }
     }
 
+    /// Waits for the next item, as [`WatchReceiver::poll_recv`] gives it.
     pub async fn recv(&mut self) -> Option<WatchItem> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
@@ -189,7 +284,9 @@ impl WatchReceiver {
 /// One page of a cached list.
 #[derive(Debug)]
 pub struct CachedList {
+    /// The objects of the page, in key order.
     pub items: Vec<Arc<CachedObject>>,
+    /// The revision the cache was at when the page was read.
     pub revision: Revision,
     /// The key to continue from when the page was cut by the limit.
     pub next_key: Option<String>,
@@ -202,12 +299,19 @@ pub struct CachedList {
 /// Counters of one cache, for `/metrics`.
 #[derive(Clone, Debug)]
 pub struct CacheMetrics {
+    /// The cache's resource name, as given to [`Caches::add`].
     pub resource: String,
+    /// The revision the cache has caught up to.
     pub revision: Revision,
+    /// Objects in the current state.
     pub objects: usize,
+    /// Events in the window.
     pub window_events: usize,
+    /// Open watches.
     pub watchers: usize,
+    /// Events handed to watchers since the cache was made.
     pub events_dispatched: u64,
+    /// Watchers closed because their buffer filled up.
     pub watchers_overflowed: u64,
     /// `(encoding, objects encoded)`.
     pub encodes: Vec<(String, u64)>,
@@ -318,6 +422,7 @@ impl WatchCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The resource name given to [`Caches::add`].
     pub fn resource(&self) -> &str {
         &self.resource
     }
@@ -491,6 +596,7 @@ impl WatchCache {
         })
     }
 
+    /// The cache's counters now.
     pub fn metrics(&self) -> CacheMetrics {
         let inner = self.lock();
         CacheMetrics {
@@ -741,6 +847,7 @@ impl std::fmt::Debug for Caches {
 }
 
 impl Caches {
+    /// Caches over `store`, none yet: add them with [`Caches::add`], then [`Caches::start`].
     pub fn new(store: Arc<dyn Store>, config: CacheConfig) -> Self {
         Self {
             store,
@@ -752,6 +859,7 @@ impl Caches {
         }
     }
 
+    /// The configuration every cache shares.
     pub fn config(&self) -> &CacheConfig {
         &self.config
     }
@@ -831,6 +939,7 @@ impl Caches {
         self.caches.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Every cache, in the order they were added.
     pub fn all(&self) -> Vec<Arc<WatchCache>> {
         self.list_caches().clone()
     }

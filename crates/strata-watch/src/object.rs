@@ -24,6 +24,7 @@ impl EncodeCounter {
         c
     }
 
+    /// Counts one encoding into `encoding`.
     pub fn add(&self, encoding: &str) {
         self.slot(encoding).fetch_add(1, Ordering::Relaxed);
     }
@@ -97,6 +98,30 @@ fn offset(n: usize) -> u32 {
 /// The canonical encoding is JSON of the whole object, starting with its `kind` and
 /// `apiVersion` (`{"kind":…,"apiVersion":…,…}`); [`CachedObject::json_item`] gives the form
 /// without them that list items use. Other encodings are made on first use and kept.
+///
+/// ```
+/// use strata_watch::strata_store::{Bytes, Revision};
+/// use strata_watch::CachedObject;
+///
+/// let head = r#"{"kind":"ConfigMap","apiVersion":"v1""#;
+/// let json = format!(r#"{head},"metadata":{{"name":"a"}}}}"#);
+/// let obj = CachedObject::new(
+///     "/registry/configmaps/default/a".into(),
+///     Revision(7),
+///     vec![("app".into(), "web".into())],
+///     vec![("metadata.name".into(), "a".into())],
+///     Bytes::from(json),
+///     head.len(),
+/// );
+/// assert_eq!(obj.label("app"), Some("web"));
+/// assert_eq!(obj.field("metadata.name"), Some("a"));
+/// assert_eq!(&obj.json_item()[..], br#"{"metadata":{"name":"a"}}"#);
+///
+/// // An encoding is made once and shared by every later reader.
+/// let yaml = obj.encoded("yaml", |_| Bytes::from("metadata:\n  name: a\n"));
+/// let again = obj.encoded("yaml", |_| unreachable!("made once"));
+/// assert_eq!(yaml, again);
+/// ```
 #[derive(Debug)]
 pub struct CachedObject {
     key: Arc<str>,
@@ -145,6 +170,7 @@ impl CachedObject {
         self.counter = counter;
     }
 
+    /// The store key the object lives under.
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -159,6 +185,7 @@ impl CachedObject {
         self.revision
     }
 
+    /// The value of label `key`, as the decoder gave it.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.pairs.get(key, ..self.labels as usize)
     }
