@@ -17,10 +17,15 @@ use crate::managed::{ManagedFields, ManagedFieldsEntry, Operation};
 /// One field another manager owns that an apply would change.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conflict {
+    /// The manager that owns the field.
     pub manager: String,
+    /// How it came to own it.
     pub operation: Operation,
+    /// The API version of the owner's entry.
     pub api_version: String,
+    /// When the owner last changed something (its entry's time).
     pub time: Option<String>,
+    /// The sub-resource the owner wrote through, if any.
     pub subresource: Option<String>,
     /// The field, e.g. `.metadata.labels.app`.
     pub path: Path,
@@ -126,6 +131,43 @@ pub fn conflicts_message(conflicts: &[Conflict]) -> String {
 ///   and ownership), in which case `live` is returned unchanged, old times included.
 /// - The result leaves out `null`s and empty lists and maps, as Kubernetes' typed objects do.
 ///   Its `status` is merged like any field; resetting it is the strategy's job.
+///
+/// `now` is the time recorded in the manager's entry (RFC 3339, whole seconds, as
+/// `metadata.managedFields` holds them).
+///
+/// ```
+/// use strata_patch::serde_json::json;
+/// use strata_patch::strata_object::builtin;
+/// use strata_patch::{apply, ApplyError};
+///
+/// let cm = builtin::config_map();
+/// let schema = cm.schema().unwrap();
+/// let config = json!({
+///     "apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": {"name": "settings"},
+///     "data": {"mode": "fast", "level": "3"},
+/// });
+/// let live = apply(None, &config, schema, "tool", false, "v1", "2026-01-01T00:00:00Z").unwrap();
+/// assert_eq!(
+///     live["metadata"]["managedFields"][0]["fieldsV1"],
+///     json!({"f:data": {"f:level": {}, "f:mode": {}}})
+/// );
+///
+/// // The next apply leaves `level` out: the field goes, since nobody else owns it.
+/// let config = json!({
+///     "apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": {"name": "settings"},
+///     "data": {"mode": "fast"},
+/// });
+/// let live = apply(Some(&live), &config, schema, "tool", false, "v1", "2026-01-01T00:01:00Z")
+///     .unwrap();
+/// assert_eq!(live["data"], json!({"mode": "fast"}));
+///
+/// // An apply must say the endpoint's apiVersion.
+/// let wrong = json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "settings"}});
+/// let err = apply(Some(&live), &wrong, schema, "tool", false, "v1", "2026-01-01T00:02:00Z");
+/// assert!(matches!(err, Err(ApplyError::Invalid(_))));
+/// ```
 pub fn apply(
     live: Option<&Value>,
     applied: &Value,

@@ -208,6 +208,23 @@ impl fmt::Display for Path {
 /// A set of paths, stored as a trie: at each node the elements that are members (owned
 /// themselves) and the elements that have owned paths below them. A node may be both, which
 /// `FieldsV1` writes as `".":{}` inside the child. Children are never empty.
+///
+/// ```
+/// use strata_patch::serde_json::json;
+/// use strata_patch::{FieldSet, Path};
+///
+/// let mut set = FieldSet::new();
+/// set.insert(&Path::fields(&["metadata", "labels", "app"]).0);
+/// set.insert(&Path::fields(&["data", "mode"]).0);
+/// assert!(set.contains(&Path::fields(&["data", "mode"]).0));
+/// assert_eq!(set.len(), 2);
+///
+/// let v1 = set.to_fields_v1();
+/// assert_eq!(v1, json!({"f:data": {"f:mode": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}));
+/// assert_eq!(FieldSet::from_fields_v1(&v1).unwrap(), set);
+/// let paths: Vec<String> = set.paths().iter().map(ToString::to_string).collect();
+/// assert_eq!(paths, [".data.mode", ".metadata.labels.app"]);
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSet {
     members: BTreeSet<PathElement>,
@@ -215,6 +232,7 @@ pub struct FieldSet {
 }
 
 impl FieldSet {
+    /// The empty set.
     pub fn new() -> FieldSet {
         FieldSet::default()
     }

@@ -13,6 +13,27 @@ use crate::error::PatchError;
 /// `value`, a `path` that is not a JSON pointer) is [`PatchError::Malformed`]. An operation that
 /// fails against the target (a missing path, an out-of-range index, a failed `test`) is
 /// [`PatchError::Invalid`]; the whole patch then fails and `target` is never changed.
+///
+/// As in Kubernetes, a `test` for `null` passes when the member is absent and its parent an
+/// object (clients test `/metadata/finalizers` for null before adding the first one).
+///
+/// ```
+/// use strata_patch::serde_json::json;
+/// use strata_patch::{apply_json_patch, PatchError};
+///
+/// let pod = json!({"metadata": {"name": "web"}});
+/// let patch = json!([
+///     {"op": "test", "path": "/metadata/finalizers", "value": null},
+///     {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/cleanup"]},
+/// ]);
+/// let out = apply_json_patch(&pod, &patch).unwrap();
+/// assert_eq!(out["metadata"]["finalizers"], json!(["example.com/cleanup"]));
+///
+/// // Applying it again fails the test: 422, and nothing changes.
+/// let err = apply_json_patch(&out, &patch).unwrap_err();
+/// assert!(matches!(err, PatchError::Invalid(_)));
+/// assert_eq!(err.code(), 422);
+/// ```
 pub fn apply_json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let ops: ::json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;

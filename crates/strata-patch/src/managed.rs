@@ -33,6 +33,7 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// The name `metadata.managedFields` uses: `Apply` or `Update`.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Apply => "Apply",
@@ -44,7 +45,9 @@ impl Operation {
 /// One entry of `metadata.managedFields`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ManagedFieldsEntry {
+    /// The manager's name (`kubectl`, a controller's name, `before-first-apply`).
     pub manager: String,
+    /// How the manager wrote.
     pub operation: Operation,
     /// The API version the fields are expressed in (`v1`).
     pub api_version: String,
@@ -52,6 +55,7 @@ pub struct ManagedFieldsEntry {
     pub time: Option<String>,
     /// Always `FieldsV1`.
     pub fields_type: String,
+    /// The fields the manager owns.
     pub fields: FieldSet,
     /// The subresource the writes went through (`status`), if any.
     pub subresource: Option<String>,
@@ -194,6 +198,7 @@ impl ManagedFieldsEntry {
 /// The parsed `metadata.managedFields` of an object.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ManagedFields {
+    /// The entries, one per manager, in the order they were read or added.
     pub entries: Vec<ManagedFieldsEntry>,
 }
 
@@ -401,6 +406,41 @@ fn is_reset(sent: Option<&Value>) -> bool {
 /// most [`MAX_UPDATE_MANAGERS`] Update entries are kept (see [`ANCIENT_CHANGES`]).
 ///
 /// Never fails: managedFields that do not parse count as absent.
+///
+/// A controller's update of a label, after kubectl created the object:
+///
+/// ```
+/// use strata_patch::serde_json::json;
+/// use strata_patch::strata_object::builtin;
+/// use strata_patch::{record_update, ManagedFields, Operation};
+///
+/// let sa = builtin::service_account();
+/// let schema = sa.schema().unwrap();
+/// let mut created = json!({
+///     "apiVersion": "v1", "kind": "ServiceAccount",
+///     "metadata": {"name": "builder", "labels": {"app": "ci"}},
+/// });
+/// record_update(None, &mut created, schema, "kubectl", "v1", None, "2026-01-01T00:00:00Z");
+///
+/// let mut updated = created.clone();
+/// updated["metadata"]["labels"]["app"] = json!("cd");
+/// record_update(Some(&created), &mut updated, schema, "ctrl", "v1", None, "2026-01-01T00:05:00Z");
+///
+/// // The controller took the label it changed; kubectl keeps the labels map it created.
+/// let managed = ManagedFields::of_object(&updated).unwrap();
+/// let owners: Vec<_> = managed
+///     .entries
+///     .iter()
+///     .map(|e| (e.manager.as_str(), e.operation, e.fields.to_fields_v1()))
+///     .collect();
+/// assert_eq!(
+///     owners,
+///     [
+///         ("kubectl", Operation::Update, json!({"f:metadata": {"f:labels": {}}})),
+///         ("ctrl", Operation::Update, json!({"f:metadata": {"f:labels": {"f:app": {}}}})),
+///     ]
+/// );
+/// ```
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,

@@ -47,6 +47,30 @@ const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
 /// [`PatchError::Malformed`]; lists of lists and patch keys outside their own `$retainKeys` are
 /// [`PatchError::Invalid`]. A `$patch: delete` at the root yields an empty object, which the
 /// caller's decoding then rejects.
+///
+/// A ServiceAccount's `secrets` merge by `name` (an element new to the list goes before the
+/// live ones after the patch's last known element, as in Kubernetes; `$setElementOrder/secrets`
+/// would say the order); its `imagePullSecrets` are replaced:
+///
+/// ```
+/// use strata_patch::serde_json::json;
+/// use strata_patch::strata_object::builtin;
+/// use strata_patch::strategic_merge;
+///
+/// let sa = builtin::service_account();
+/// let live = json!({
+///     "metadata": {"name": "builder"},
+///     "secrets": [{"name": "token-a"}, {"name": "token-b"}],
+///     "imagePullSecrets": [{"name": "registry-a"}],
+/// });
+/// let patch = json!({
+///     "secrets": [{"name": "token-c"}, {"$patch": "delete", "name": "token-a"}],
+///     "imagePullSecrets": [{"name": "registry-b"}],
+/// });
+/// let out = strategic_merge(&live, &patch, sa.schema().unwrap()).unwrap();
+/// assert_eq!(out["secrets"], json!([{"name": "token-c"}, {"name": "token-b"}]));
+/// assert_eq!(out["imagePullSecrets"], json!([{"name": "registry-b"}]));
+/// ```
 pub fn strategic_merge(
     original: &Value,
     patch: &Value,
