@@ -7,6 +7,33 @@
 //! subjects). Priority-1 columns are sent like the others; clients show them only when asked
 //! for a wide listing (`kubectl get -o wide`).
 //!
+//! ```
+//! use serde_json::json;
+//! use strata_object::parse_time;
+//! use strata_object::printer::{Cell, ColumnType, JsonPath, PrinterColumn};
+//!
+//! let path = |p: &str| JsonPath::parse(p).unwrap();
+//! let ready = PrinterColumn::new(
+//!     "Ready",
+//!     ColumnType::String,
+//!     "Whether the Ready condition holds",
+//!     Cell::Path(path(r#".status.conditions[?(@.type=="Ready")].status"#)),
+//! );
+//! let age = PrinterColumn::new("Age", ColumnType::Date, "Time since creation", Cell::Age);
+//!
+//! let object = json!({
+//!     "metadata": {"name": "web", "creationTimestamp": "2024-05-01T10:00:00Z"},
+//!     "status": {"conditions": [{"type": "Synced", "status": "False"},
+//!                               {"type": "Ready", "status": "True"}]},
+//! });
+//! let object = object.as_object().unwrap();
+//! let now = parse_time("2024-05-01T13:12:00Z").unwrap();
+//! assert_eq!(ready.cell(object, now), "True");
+//! assert_eq!(age.cell(object, now), "3h12m");
+//! assert_eq!(ready.definition()["type"], "string");
+//! assert!(age.depends_on_time() && !ready.depends_on_time());
+//! ```
+//!
 //! [`ResourceType`]: crate::ResourceType
 
 use serde_json::{json, Map, Value};

@@ -35,6 +35,15 @@ pub fn format_unix(seconds: i64) -> String {
 }
 
 /// Parses an RFC 3339 timestamp.
+///
+/// ```
+/// use strata_object::{format_micro_time, format_time, parse_time};
+///
+/// let t = parse_time("2024-05-01T10:00:00.5+02:00").unwrap();
+/// assert_eq!(format_time(t), "2024-05-01T08:00:00Z"); // metav1.Time
+/// assert_eq!(format_micro_time(t), "2024-05-01T08:00:00.500000Z"); // metav1.MicroTime
+/// assert!(parse_time("yesterday").is_none());
+/// ```
 pub fn parse_time(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &Rfc3339).ok()
 }

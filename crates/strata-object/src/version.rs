@@ -1,7 +1,7 @@
 //! `ResourceVersion`: the API-level, opaque version string of an object or collection.
 //!
 //! Inside the server a resource version is a store revision; the conversion lives in
-//! `strata-registry` (one function each way). Here it is only a validated string.
+//! `strata-registry` (one function each way). Here it is only a string.
 
 use std::fmt;
 
