@@ -1,9 +1,11 @@
 //! `cargo xtask`: the project's only automation (tests, tidy checks, running and benchmarking
-//! the server). It is not part of the server and depends on no workspace crate.
+//! the server). It is not part of the server; of the workspace it depends only on
+//! `strata-conformance`, the black-box checker (HTTP only, no server code).
 
 mod bench;
 mod cluster;
 mod codegen;
+mod conformance;
 mod etcd;
 mod fixtures;
 mod load;
@@ -47,6 +49,17 @@ commands:
                         measure this server binary instead of building one from the tree
       --no-write        print the tables but leave docs/benchmarks.md alone
       --check           exit 1 when a target is missed
+  conformance --server URL [OPTIONS]
+                        black-box checks of the specification's rules against any
+                        Kubernetes-compatible server; it makes and removes a namespace of its own
+      --kubeconfig FILE server and credentials from FILE's current context (--context NAME)
+      --token T, --certificate-authority FILE, --insecure-skip-tls-verify
+      --read-server URL reads and watches through another replica of the same cluster
+      --only SECTION... sections by number (4.5) or name (watch); --list shows them
+      --profile spec|kubernetes
+                        where the spec and Kubernetes 1.31 differ, which one to expect
+      --report FILE     JUnit XML (FILE.xml) and a JSON summary (FILE.json)
+                        (`cargo xtask conformance --help` for all options)
   codegen               regenerate the prost types of proto/ into crates/strata-codec (no protoc)
   fixtures              regenerate the golden fixtures in testdata/HEAD, then check them
   tidy                  check dependency directions and crate manifests (reads `cargo metadata`)
@@ -70,6 +83,7 @@ fn main() -> ExitCode {
             Ok(options) => cluster::cluster(&options),
             Err(message) => return usage_error(&message),
         },
+        "conformance" => return conformance::conformance(rest),
         "tidy" if rest.is_empty() => tidy::tidy(),
         "codegen" if rest.is_empty() => codegen::codegen(),
         "fixtures" if rest.is_empty() => fixtures::fixtures(),

@@ -8,6 +8,7 @@ mod audit;
 mod authn;
 mod cbor;
 mod cli;
+mod conformance;
 mod controller_kinds;
 mod crash;
 mod crd_clients;

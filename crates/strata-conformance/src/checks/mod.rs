@@ -1,0 +1,120 @@
+//! The checks, one module per section of the specification, in the specification's order.
+//! Each module's `checks()` lists its rules; [`all`] concatenates them.
+
+use crate::framework::{Check, Section};
+
+pub mod objects;
+pub mod serviceaccounts;
+pub mod uri;
+
+pub static OBJECTS: Section = Section {
+    number: "2",
+    title: "Resources and their fields",
+    slug: "objects",
+};
+pub static URI: Section = Section {
+    number: "4.1",
+    title: "URI layout",
+    slug: "uri",
+};
+pub static SERVICEACCOUNTS: Section = Section {
+    number: "4.2",
+    title: "ServiceAccount operations",
+    slug: "serviceaccounts",
+};
+
+/// Every section, in the specification's order.
+pub fn sections() -> Vec<&'static Section> {
+    vec![&OBJECTS, &URI, &SERVICEACCOUNTS]
+}
+
+/// Every check, in the specification's order.
+pub fn all() -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.extend(objects::checks());
+    checks.extend(uri::checks());
+    checks.extend(serviceaccounts::checks());
+    checks
+}
+
+/// The checks of the sections named in `only` (numbers like `4.5`, names like `watch`, or a
+/// section and its subsections: `4` is all of §4); all when `only` is empty.
+pub fn select(only: &[String]) -> Result<Vec<Check>, String> {
+    let sections = sections();
+    for name in only {
+        let known = sections.iter().any(|s| matches(s, name));
+        if !known {
+            let names: Vec<String> = sections
+                .iter()
+                .map(|s| format!("{} ({})", s.number, s.slug))
+                .collect();
+            return Err(format!(
+                "--only {name}: no such section; the sections are {}",
+                names.join(", ")
+            ));
+        }
+    }
+    Ok(all()
+        .into_iter()
+        .filter(|c| only.is_empty() || only.iter().any(|name| matches(c.section, name)))
+        .collect())
+}
+
+fn matches(section: &Section, name: &str) -> bool {
+    let name = name.trim_start_matches('§');
+    section.slug.eq_ignore_ascii_case(name)
+        || section.number == name
+        || section.number.starts_with(&format!("{name}."))
+}
+
+/// `--list`: the sections and their checks.
+pub fn listing() -> String {
+    let checks = all();
+    let mut out = String::new();
+    for section in sections() {
+        out.push_str(&format!(
+            "§{} {} ({})\n",
+            section.number, section.title, section.slug
+        ));
+        for c in checks.iter().filter(|c| std::ptr::eq(c.section, section)) {
+            out.push_str(&format!("  {:<44} {}\n", c.id, c.description));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_sections_listed_in_order() {
+        let checks = all();
+        let mut ids: Vec<&str> = checks.iter().map(|c| c.id).collect();
+        ids.sort();
+        let before = ids.len();
+        ids.dedup();
+        assert_eq!(before, ids.len(), "duplicate check ids");
+        let sections = sections();
+        let mut last = 0;
+        for c in &checks {
+            let at = sections
+                .iter()
+                .position(|s| std::ptr::eq(*s, c.section))
+                .expect("section listed");
+            assert!(at >= last, "{} is out of the specification's order", c.id);
+            last = at;
+        }
+    }
+
+    #[test]
+    fn only_takes_numbers_names_and_parents() {
+        let four_one = select(&["4.1".into()]).unwrap();
+        assert!(!four_one.is_empty() && four_one.iter().all(|c| c.section.number == "4.1"));
+        let uri = select(&["uri".into()]).unwrap();
+        assert_eq!(uri.len(), four_one.len());
+        let four = select(&["4".into()]).unwrap();
+        assert!(four.iter().all(|c| c.section.number.starts_with("4.")));
+        assert!(select(&["nope".into()]).is_err());
+    }
+}
