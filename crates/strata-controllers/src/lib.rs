@@ -5,7 +5,12 @@
 
 pub mod crd;
 pub mod namespace;
+mod per_namespace;
 mod queue;
+pub mod root_ca;
+pub mod service_account;
 
 pub use crd::CrdController;
 pub use namespace::NamespaceController;
+pub use root_ca::RootCaPublisher;
+pub use service_account::ServiceAccountController;

@@ -80,9 +80,14 @@ impl Queue {
             .collect()
     }
 
+    /// When the earliest pending name falls due; `None` when none is pending.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.pending.values().map(|p| p.due).min()
+    }
+
     /// The next item of `stream`, or `None` when a pending name falls due first.
     pub(crate) async fn next(&self, stream: &mut WatchStream) -> Option<Option<StreamItem>> {
-        match self.pending.values().map(|p| p.due).min() {
+        match self.next_due() {
             Some(due) => tokio::select! {
                 item = stream.next() => Some(item),
                 _ = tokio::time::sleep_until(due) => None,
