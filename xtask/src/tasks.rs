@@ -56,6 +56,8 @@ pub fn test() -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    // The crates other projects use package and build on their own (needs the crates.io index).
+    tidy::publish_dry_run()?;
     install_clients();
     if has_nextest() {
         let mut main = cargo(["nextest", "run", "--workspace", "--no-tests=warn"]);

@@ -4,6 +4,11 @@
 //!
 //! The rules are the crate table of `docs/ARCHITECTURE.md`; a new crate must be added to
 //! [`RULES`] before anything may depend on it.
+//!
+//! The crates other projects may use ([`PUBLISHED`]) are held to what crates.io needs: package
+//! metadata, a README, `#![deny(missing_docs)]`, and versions on their dependencies on each
+//! other; [`publish_dry_run`] then packages and builds them as `cargo publish` would. Every
+//! other crate says `publish = false`.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
@@ -69,6 +74,16 @@ const RULES: &[(&str, Allowed)] = &[
     ("xtask", Allowed::Only(&["strata-conformance"])),
 ];
 
+/// The crates other projects may depend on, ready for crates.io (issue 19): each may depend
+/// only on crates of this list among the workspace's.
+pub const PUBLISHED: &[&str] = &[
+    "strata-object",
+    "strata-codec",
+    "strata-patch",
+    "strata-store",
+    "strata-watch",
+];
+
 /// Crates whose tests may use any workspace crate: they stand up whole servers.
 const DEV_DEPS_UNRESTRICTED: &[&str] = &["strata-http", "strata-server"];
 
@@ -79,10 +94,23 @@ const QUARANTINED: &[(&str, &[&str])] = &[
     ("rust-rocksdb", &["strata-store-rocksdb"]),
     ("rust-librocksdb-sys", &["strata-store-rocksdb"]),
     ("etcd-client", &["strata-store-etcd"]),
-    ("hyper", &["strata-http", "strata-server", "strata-conformance", "xtask"]),
+    (
+        "hyper",
+        &[
+            "strata-http",
+            "strata-server",
+            "strata-conformance",
+            "xtask",
+        ],
+    ),
     (
         "hyper-util",
-        &["strata-http", "strata-server", "strata-conformance", "xtask"],
+        &[
+            "strata-http",
+            "strata-server",
+            "strata-conformance",
+            "xtask",
+        ],
     ),
 ];
 
@@ -110,6 +138,20 @@ struct Dependency {
     kind: DepKind,
     /// A path dependency on a member of this workspace.
     workspace: bool,
+    /// The version requirement; `*` for a path dependency without a version.
+    req: String,
+}
+
+/// The manifest fields crates.io shows, of a package that is to be published.
+#[derive(Debug, Default)]
+struct Metadata {
+    version: String,
+    description: bool,
+    license: bool,
+    repository: bool,
+    readme: bool,
+    keywords: bool,
+    categories: bool,
 }
 
 #[derive(Debug)]
@@ -118,6 +160,7 @@ struct Package {
     /// The name of the folder holding `Cargo.toml`.
     folder: String,
     publish_false: bool,
+    metadata: Metadata,
     dependencies: Vec<Dependency>,
 }
 
@@ -131,6 +174,7 @@ pub fn tidy() -> Result<()> {
     for (path, text) in &sources {
         offences.extend(source_offences(path, text));
     }
+    offences.extend(documentation_offences(&metadata));
     if offences.is_empty() {
         eprintln!(
             "tidy: {} workspace crates and {} source files, all rules hold",
@@ -145,6 +189,49 @@ pub fn tidy() -> Result<()> {
     }
     eprintln!("(the rules live in xtask/src/tidy.rs and docs/ARCHITECTURE.md)");
     Err(format!("{} tidy problem(s)", offences.len()).into())
+}
+
+/// `cargo publish --dry-run` for every crate of [`PUBLISHED`] at once (cargo packages them
+/// together, each depending on the others' packages): it checks that each packages, that its
+/// package builds alone (no file outside the crate, dependencies by version) and that the
+/// registry would accept the manifest. It needs the crates.io index; `--allow-dirty` because
+/// it checks what is in the work tree, committed or not.
+pub fn publish_dry_run() -> Result<()> {
+    let mut command = crate::cargo(["publish", "--dry-run", "--allow-dirty"]);
+    for name in PUBLISHED {
+        command.args(["-p", name]);
+    }
+    crate::run_step(command)
+}
+
+/// A published crate's `src/lib.rs` says `#![deny(missing_docs)]`, and its README exists.
+fn documentation_offences(metadata: &Value) -> Vec<String> {
+    let mut offences = Vec::new();
+    let packages = metadata["packages"].as_array().map(Vec::as_slice);
+    for p in packages.unwrap_or_default() {
+        let name = p["name"].as_str().unwrap_or_default();
+        if !PUBLISHED.contains(&name) {
+            continue;
+        }
+        let Some(dir) = p["manifest_path"]
+            .as_str()
+            .and_then(|m| Path::new(m).parent())
+        else {
+            continue;
+        };
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap_or_default();
+        if !lib.lines().any(|l| l.trim() == "#![deny(missing_docs)]") {
+            offences.push(format!(
+                "{name}: a published crate's src/lib.rs must say #![deny(missing_docs)]"
+            ));
+        }
+        if let Some(readme) = p["readme"].as_str() {
+            if !dir.join(readme).is_file() {
+                offences.push(format!("{name}: its readme {readme} is missing"));
+            }
+        }
+    }
+    offences
 }
 
 /// Every Rust file git tracks, with its text.
@@ -220,6 +307,20 @@ fn workspace_packages(metadata: &Value) -> Result<Vec<Package>> {
             .unwrap_or_default();
         // `publish = false` shows up as an empty registry list; `null` means "anywhere".
         let publish_false = p["publish"].as_array().is_some_and(Vec::is_empty);
+        let filled = |key: &str| match &p[key] {
+            Value::String(s) => !s.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            _ => false,
+        };
+        let metadata = Metadata {
+            version: p["version"].as_str().unwrap_or_default().to_string(),
+            description: filled("description"),
+            license: filled("license") || filled("license_file"),
+            repository: filled("repository"),
+            readme: filled("readme"),
+            keywords: filled("keywords"),
+            categories: filled("categories"),
+        };
         let dependencies = p["dependencies"]
             .as_array()
             .map(Vec::as_slice)
@@ -236,6 +337,7 @@ fn workspace_packages(metadata: &Value) -> Result<Vec<Package>> {
                     name: dep_name.to_string(),
                     kind,
                     workspace: d["source"].is_null() && names.contains(dep_name),
+                    req: d["req"].as_str().unwrap_or("*").to_string(),
                 })
             })
             .collect();
@@ -243,6 +345,7 @@ fn workspace_packages(metadata: &Value) -> Result<Vec<Package>> {
             name: name.to_string(),
             folder,
             publish_false,
+            metadata,
             dependencies,
         });
     }
@@ -261,7 +364,10 @@ fn check(packages: &[Package]) -> Vec<String> {
                 package.folder
             ));
         }
-        if !package.publish_false {
+        let published = PUBLISHED.contains(&name);
+        if published {
+            offences.extend(publishing_offences(package));
+        } else if !package.publish_false {
             offences.insert(format!("{name}: Cargo.toml must say `publish = false`"));
         }
         let rule = RULES.iter().find(|(crate_name, _)| *crate_name == name);
@@ -289,6 +395,16 @@ fn check(packages: &[Package]) -> Vec<String> {
                 offences.insert(format!("{name} -> xtask: nothing may depend on xtask"));
                 continue;
             }
+            // A published crate's package names its workspace dependencies by version (cargo
+            // drops path-only dev-dependencies from the package, so those may stay paths).
+            // (Which crates it may depend on at all is RULES': only published ones.)
+            if published && dep.kind != DepKind::Dev && dep.req == "*" {
+                offences.insert(format!(
+                    "{name} -> {dep_name} ({}): give the path dependency a version \
+                     (`version = \"0.1.0\"` beside `path`), which its package keeps",
+                    dep.kind.as_str()
+                ));
+            }
             if dep.kind == DepKind::Dev && DEV_DEPS_UNRESTRICTED.contains(&name) {
                 continue;
             }
@@ -315,14 +431,67 @@ fn check(packages: &[Package]) -> Vec<String> {
     offences.into_iter().collect()
 }
 
+/// What a crate of [`PUBLISHED`] misses for crates.io.
+fn publishing_offences(package: &Package) -> Vec<String> {
+    let name = &package.name;
+    let m = &package.metadata;
+    let mut offences = Vec::new();
+    if package.publish_false {
+        offences.push(format!(
+            "{name}: a published crate; Cargo.toml must not say `publish = false`"
+        ));
+    }
+    if m.version == "0.0.0" {
+        offences.push(format!(
+            "{name}: a published crate needs a version of its own (not the workspace's 0.0.0)"
+        ));
+    }
+    let fields = [
+        ("description", m.description),
+        ("license", m.license),
+        ("repository", m.repository),
+        ("readme", m.readme),
+        ("keywords", m.keywords),
+        ("categories", m.categories),
+    ];
+    for (field, present) in fields {
+        if !present {
+            offences.push(format!(
+                "{name}: a published crate's Cargo.toml needs `{field}`"
+            ));
+        }
+    }
+    offences
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A package with every field crates.io wants (which only published crates must have).
     fn package(name: &str, folder: &str, publish: Value, deps: Value) -> Value {
+        let mut p = bare_package(name, folder, publish, deps);
+        let fields = json!({
+            "version": "0.1.0",
+            "description": "What it is.",
+            "license": "Apache-2.0",
+            "repository": "https://example.com/strata",
+            "readme": "README.md",
+            "keywords": ["kubernetes"],
+            "categories": ["encoding"],
+        });
+        for (k, v) in fields.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    }
+
+    /// A package with none of the fields crates.io wants, at the workspace's version.
+    fn bare_package(name: &str, folder: &str, publish: Value, deps: Value) -> Value {
         json!({
             "name": name,
+            "version": "0.0.0",
             "id": format!("path+file:///ws/{folder}#0.0.0"),
             "manifest_path": format!("/ws/{folder}/Cargo.toml"),
             "publish": publish,
@@ -331,7 +500,18 @@ mod tests {
     }
 
     fn ws_dep(name: &str, kind: Value) -> Value {
-        json!({ "name": name, "source": null, "kind": kind, "path": format!("/ws/crates/{name}") })
+        json!({
+            "name": name, "source": null, "kind": kind, "req": "^0.1.0",
+            "path": format!("/ws/crates/{name}"),
+        })
+    }
+
+    /// A path dependency without a version.
+    fn path_only_dep(name: &str, kind: Value) -> Value {
+        json!({
+            "name": name, "source": null, "kind": kind, "req": "*",
+            "path": format!("/ws/crates/{name}"),
+        })
     }
 
     fn registry_dep(name: &str) -> Value {
@@ -357,10 +537,15 @@ mod tests {
             package(
                 "strata-object",
                 "crates/strata-object",
-                json!([]),
+                json!(null),
                 json!([registry_dep("serde")]),
             ),
-            package("strata-store", "crates/strata-store", json!([]), json!([])),
+            package(
+                "strata-store",
+                "crates/strata-store",
+                json!(null),
+                json!([]),
+            ),
             package(
                 "strata-store-rocksdb",
                 "crates/strata-store-rocksdb",
@@ -404,10 +589,15 @@ mod tests {
             package(
                 "strata-object",
                 "crates/strata-object",
-                json!([]),
+                json!(null),
                 json!([]),
             ),
-            package("strata-store", "crates/strata-store", json!([]), json!([])),
+            package(
+                "strata-store",
+                "crates/strata-store",
+                json!(null),
+                json!([]),
+            ),
             package(
                 "strata-registry",
                 "crates/strata-registry",
@@ -417,7 +607,7 @@ mod tests {
             package(
                 "strata-watch",
                 "crates/strata-watch",
-                json!([]),
+                json!(null),
                 json!([
                     ws_dep("strata-registry", json!(null)),
                     ws_dep("strata-object", json!("dev")),
@@ -427,7 +617,7 @@ mod tests {
             package(
                 "strata-codec",
                 "crates/strata-codec",
-                json!([]),
+                json!(null),
                 json!([ws_dep("strata-store", json!("dev"))]),
             ),
             package(
@@ -458,7 +648,7 @@ mod tests {
             package(
                 "strata-store",
                 "crates/strata-store",
-                json!([]),
+                json!(null),
                 json!([registry_dep("librocksdb-sys")]),
             ),
             package(
@@ -471,8 +661,8 @@ mod tests {
         assert_eq!(
             found,
             vec![
-                "strata-registry -> hyper (normal): only strata-http, strata-server, xtask may \
-                 depend on hyper directly",
+                "strata-registry -> hyper (normal): only strata-http, strata-server, \
+                 strata-conformance, xtask may depend on hyper directly",
                 "strata-store -> librocksdb-sys (normal): only strata-store-rocksdb may depend \
                  on librocksdb-sys directly",
             ]
@@ -485,7 +675,7 @@ mod tests {
             package(
                 "strata-object",
                 "crates/strata-object",
-                json!([]),
+                json!(null),
                 json!([]),
             ),
             package(
@@ -514,10 +704,10 @@ mod tests {
     #[test]
     fn manifests_must_match_folder_and_refuse_publishing() {
         let found = offences(vec![
-            package("strata-object", "crates/object", json!([]), json!([])),
+            package("strata-object", "crates/object", json!(null), json!([])),
             package(
-                "strata-store",
-                "crates/strata-store",
+                "strata-registry",
+                "crates/strata-registry",
                 json!(null),
                 json!([]),
             ),
@@ -529,7 +719,50 @@ mod tests {
                 "strata-extra: not in the dependency table; add it to RULES in xtask/src/tidy.rs",
                 "strata-object: lives in folder `object`; the folder must be named like the \
                  package",
-                "strata-store: Cargo.toml must say `publish = false`",
+                "strata-registry: Cargo.toml must say `publish = false`",
+            ]
+        );
+    }
+
+    #[test]
+    fn published_crates_carry_what_crates_io_needs() {
+        let found = offences(vec![
+            package(
+                "strata-object",
+                "crates/strata-object",
+                json!(null),
+                json!([]),
+            ),
+            bare_package(
+                "strata-patch",
+                "crates/strata-patch",
+                json!([]),
+                json!([
+                    path_only_dep("strata-object", json!(null)),
+                    path_only_dep("strata-object", json!("dev")),
+                ]),
+            ),
+            package(
+                "strata-codec",
+                "crates/strata-codec",
+                json!(null),
+                json!([ws_dep("strata-object", json!(null))]),
+            ),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                "strata-patch -> strata-object (normal): give the path dependency a version \
+                 (`version = \"0.1.0\"` beside `path`), which its package keeps",
+                "strata-patch: a published crate needs a version of its own (not the \
+                 workspace's 0.0.0)",
+                "strata-patch: a published crate's Cargo.toml needs `categories`",
+                "strata-patch: a published crate's Cargo.toml needs `description`",
+                "strata-patch: a published crate's Cargo.toml needs `keywords`",
+                "strata-patch: a published crate's Cargo.toml needs `license`",
+                "strata-patch: a published crate's Cargo.toml needs `readme`",
+                "strata-patch: a published crate's Cargo.toml needs `repository`",
+                "strata-patch: a published crate; Cargo.toml must not say `publish = false`",
             ]
         );
     }
@@ -540,13 +773,13 @@ mod tests {
             package(
                 "strata-object",
                 "crates/strata-object",
-                json!([]),
+                json!(null),
                 json!([]),
             ),
             package(
                 "strata-store",
                 "crates/strata-store",
-                json!([]),
+                json!(null),
                 json!([registry_dep("strata-object")]),
             ),
         ]);

@@ -83,6 +83,11 @@ pub use json_patch::apply_json_patch;
 pub use managed::{default_manager, record_update, ManagedFields, ManagedFieldsEntry, Operation};
 pub use strategic::strategic_merge;
 
+/// The README's examples, run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// Applies an RFC 7386 merge patch to `target`: objects merge recursively, `null` removes a
 /// member, anything else replaces.
 ///

@@ -85,6 +85,11 @@ pub use tokio;
 pub use memory::MemoryStore;
 pub use revision::Revision;
 
+/// The README's examples, run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// One key's state at some revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyValue {

@@ -94,6 +94,11 @@ use tokio::sync::{mpsc, watch};
 
 pub use object::{CachedObject, EncodeCounter};
 
+/// The README's examples, run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// Turns a stored value into the cache's form of the object, stamped with `revision` (the
 /// version's modification revision, or for a deletion the deletion's revision).
 pub trait Decoder: Send + Sync {
