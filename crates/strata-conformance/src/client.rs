@@ -285,7 +285,8 @@ impl Client {
         {
             builder = builder.header("Accept", "application/json");
         }
-        for (name, value) in &req.headers {
+        // A header given with an empty value is left out (and so is the default it replaces).
+        for (name, value) in req.headers.iter().filter(|(_, v)| !v.is_empty()) {
             builder = builder.header(name.as_str(), value.as_str());
         }
         builder

@@ -3,14 +3,23 @@
 
 use crate::framework::{Check, Section};
 
+pub mod chunking;
+pub mod lifecycle;
+pub mod media;
 pub mod objects;
 pub mod serviceaccounts;
 pub mod uri;
+pub mod watch;
 
 pub static OBJECTS: Section = Section {
     number: "2",
     title: "Resources and their fields",
     slug: "objects",
+};
+pub static LIFECYCLE: Section = Section {
+    number: "3",
+    title: "States and transitions (deletion and finalizers)",
+    slug: "lifecycle",
 };
 pub static URI: Section = Section {
     number: "4.1",
@@ -22,18 +31,45 @@ pub static SERVICEACCOUNTS: Section = Section {
     title: "ServiceAccount operations",
     slug: "serviceaccounts",
 };
+pub static MEDIA: Section = Section {
+    number: "4.3",
+    title: "Media types and content negotiation",
+    slug: "media",
+};
+pub static CHUNKING: Section = Section {
+    number: "4.4",
+    title: "List, chunked retrieval and collections",
+    slug: "chunking",
+};
+pub static WATCH: Section = Section {
+    number: "4.5",
+    title: "Watch",
+    slug: "watch",
+};
 
 /// Every section, in the specification's order.
 pub fn sections() -> Vec<&'static Section> {
-    vec![&OBJECTS, &URI, &SERVICEACCOUNTS]
+    vec![
+        &OBJECTS,
+        &LIFECYCLE,
+        &URI,
+        &SERVICEACCOUNTS,
+        &MEDIA,
+        &CHUNKING,
+        &WATCH,
+    ]
 }
 
 /// Every check, in the specification's order.
 pub fn all() -> Vec<Check> {
     let mut checks = Vec::new();
     checks.extend(objects::checks());
+    checks.extend(lifecycle::checks());
     checks.extend(uri::checks());
     checks.extend(serviceaccounts::checks());
+    checks.extend(media::checks());
+    checks.extend(chunking::checks());
+    checks.extend(watch::checks());
     checks
 }
 

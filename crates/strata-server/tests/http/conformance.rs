@@ -38,14 +38,18 @@ async fn every_conformance_check_passes_against_strata() {
             Storage::RocksDb => None,
             Storage::Etcd => Some(TestEtcd::start().expect("start /usr/bin/etcd")),
         };
-        let etcd_flags: Vec<&str> = match &etcd {
-            Some(etcd) => vec!["--storage-backend", "etcd", "--etcd-servers", &etcd.url],
-            None => vec![],
-        };
-        let writer = TestServer::start_tls_in(&a_dir, &etcd_flags);
+        // The alpha features on, so that their checks run rather than skip.
+        let mut flags = vec![
+            "--feature-gates",
+            "CBORServingAndStorage=true,AllowUnsafeMalformedObjectDeletion=true",
+        ];
+        if let Some(etcd) = &etcd {
+            flags.extend(["--storage-backend", "etcd", "--etcd-servers", &etcd.url]);
+        }
+        let writer = TestServer::start_tls_in(&a_dir, &flags);
         let reader = etcd
             .as_ref()
-            .map(|_| TestServer::start_tls_in(&b_dir, &etcd_flags));
+            .map(|_| TestServer::start_tls_in(&b_dir, &flags));
         let mut options = options_for(&a_dir);
         if let Some(reader) = &reader {
             options.read_server = Some(format!("https://{}", reader.addr));
@@ -55,6 +59,17 @@ async fn every_conformance_check_passes_against_strata() {
             .await
             .expect("the run starts");
         assert_all_passed(&report);
+        let skipped: Vec<&str> = report
+            .results
+            .iter()
+            .filter(|r| matches!(r.outcome, strata_conformance::Outcome::Skipped(_)))
+            .map(|r| r.id)
+            .collect();
+        assert!(
+            skipped.is_empty(),
+            "skipped: {skipped:?}\n{}",
+            report.tables()
+        );
         // Every section of the specification the checker knows ran.
         for section in strata_conformance::checks::sections() {
             assert!(
