@@ -24,7 +24,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  test                  prerequisites, tidy, rustfmt check, clippy, then all tests
+  test                  prerequisites, tidy, rustfmt check, clippy, a `cargo publish --dry-run`
+                        of the published crates, then all tests
   run [-- ARGS...]      build and start the server on 127.0.0.1:6443 with data in ./strata-data;
                         ARGS are passed to `strata serve`
   cluster [OPTIONS] [-- ARGS...]
