@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde_json::Value;
 use strata_object::Status;
 use strata_registry::Registry;
 
@@ -197,38 +198,162 @@ impl Authenticator {
         {
             return Some(user.clone());
         }
-        self.service_account(token).await
+        match self.service_account(token, &self.api_audiences()).await {
+            Ok(Some((user, _))) => Some(user),
+            Ok(None) => None,
+            Err(why) => {
+                tracing::debug!(%why, "bearer token refused");
+                None
+            }
+        }
     }
 
-    /// A ServiceAccount token: signed by this cluster for its API audience, live, and naming a
-    /// ServiceAccount that still exists with the same uid (one deleted, or deleted and created
-    /// again, no longer authenticates).
-    async fn service_account(&self, token: &str) -> Option<UserInfo> {
-        let issuer = self.registry.token_issuer()?;
+    /// The audiences this server's own API accepts (kube-apiserver's `--api-audiences`, which
+    /// defaults to the issuer): what a token is checked against when no audience is asked for.
+    pub fn api_audiences(&self) -> Vec<String> {
+        self.registry
+            .token_issuer()
+            .map(|i| vec![i.issuer().to_string()])
+            .unwrap_or_default()
+    }
+
+    /// Authenticates `token` for `audiences` (the server's own when empty) with every token
+    /// authenticator, as a TokenReview asks: the user and the audiences the token is good for
+    /// among those asked, or why no authenticator accepted it.
+    pub async fn review_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
+        let api = self.api_audiences();
+        let wanted: Vec<String> = if audiences.is_empty() {
+            api.clone()
+        } else {
+            audiences.to_vec()
+        };
+        let mut errors: Vec<String> = Vec::new();
+        // Static tokens carry no audience of their own: they are good for the server's
+        // audiences only, and so only when the review asks for one of those.
+        if let Some(user) = self
+            .config
+            .token_file
+            .as_ref()
+            .and_then(|f| f.lookup(token))
+        {
+            let good_for = intersect(&api, &wanted);
+            if !good_for.is_empty() || api.is_empty() {
+                return TokenOutcome {
+                    user: Some(user.clone()),
+                    audiences: good_for,
+                    error: None,
+                };
+            }
+        }
+        match self.service_account(token, &wanted).await {
+            Ok(Some((user, good_for))) => {
+                return TokenOutcome {
+                    user: Some(user),
+                    audiences: good_for,
+                    error: None,
+                }
+            }
+            Ok(None) => {}
+            Err(why) => errors.push(why),
+        }
+        // When no authenticator says why, the token is simply not known, as Kubernetes'
+        // bearer-token authenticator puts it.
+        let error = if errors.is_empty() {
+            "invalid bearer token".to_string()
+        } else {
+            aggregate(&errors)
+        };
+        TokenOutcome {
+            user: None,
+            audiences: Vec::new(),
+            error: Some(error),
+        }
+    }
+
+    /// A ServiceAccount token for one of `audiences`: `Ok(None)` when the token is not one this
+    /// cluster issued (not a JWT, or another issuer), an error (in Kubernetes' words where it
+    /// has them) when it is but does not authenticate, else the user and the audiences it is
+    /// good for among `audiences`. Signed by this cluster, live, and naming a ServiceAccount
+    /// that still exists with the same uid (one deleted, or deleted and created again, no
+    /// longer authenticates).
+    async fn service_account(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Option<(UserInfo, Vec<String>)>, String> {
+        let Some(issuer) = self.registry.token_issuer() else {
+            return Ok(None);
+        };
+        let Some(unverified) = unverified_claims(token) else {
+            return Ok(None);
+        };
+        if unverified["iss"] != issuer.issuer() {
+            return Ok(None);
+        }
+        let token_audiences: Vec<String> = match &unverified["aud"] {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
+            _ => Vec::new(),
+        };
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        let claims = match issuer.verify(token, &[issuer.issuer()], now) {
-            Ok(c) => c,
-            Err(why) => {
-                tracing::debug!(%why, "bearer token refused");
-                return None;
+        // The signature and lifetime, against the token's own audiences: which of them count
+        // is decided below, with Kubernetes' message when none does.
+        let own: Vec<&str> = token_audiences.iter().map(String::as_str).collect();
+        let verified = issuer.verify(token, &own, now);
+        if let Err(why) = &verified {
+            if !why.contains("expired") && !why.contains("not valid yet") {
+                return Err(why.clone());
             }
-        };
+        }
+        let good_for = intersect(&token_audiences, audiences);
+        if good_for.is_empty() {
+            return Err(format!(
+                "token audiences {} is invalid for the target audiences {}",
+                go_quoted(&token_audiences),
+                go_quoted(audiences)
+            ));
+        }
+        let claims = verified.map_err(|why| {
+            if why.contains("expired") {
+                "Token has expired.".to_string()
+            } else {
+                why
+            }
+        })?;
         let k8s = &claims["kubernetes.io"];
-        let namespace = k8s["namespace"].as_str()?;
-        let name = k8s["serviceaccount"]["name"].as_str()?;
-        let uid = k8s["serviceaccount"]["uid"].as_str()?;
-        let rt = self.registry.lookup("", "v1", "serviceaccounts")?;
-        let sa = self.registry.get(&rt, namespace, name, "").await.ok()?;
+        let field = |v: &Value| v.as_str().map(String::from);
+        let (Some(namespace), Some(name), Some(uid)) = (
+            field(&k8s["namespace"]),
+            field(&k8s["serviceaccount"]["name"]),
+            field(&k8s["serviceaccount"]["uid"]),
+        ) else {
+            return Err("Token could not be validated.".into());
+        };
+        let Some(rt) = self.registry.lookup("", "v1", "serviceaccounts") else {
+            return Err("ServiceAccounts are not served".into());
+        };
+        let sa = self
+            .registry
+            .get(&rt, &namespace, &name, "")
+            .await
+            .map_err(|s| s.message)?;
         if sa.uid() != uid {
             tracing::debug!(
                 namespace,
                 name,
                 "token of a ServiceAccount that was recreated"
             );
-            return None;
+            return Err(format!(
+                "ServiceAccount UID ({}) does not match claim ({uid})",
+                sa.uid()
+            ));
         }
         let mut user = UserInfo {
             name: format!("system:serviceaccount:{namespace}:{name}"),
@@ -246,7 +371,84 @@ impl Authenticator {
                 vec![format!("JTI={jti}")],
             );
         }
-        Some(user)
+        Ok(Some((user, good_for)))
+    }
+}
+
+/// What a TokenReview found: `status.user` and `status.audiences` when the token
+/// authenticated, else `status.error`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenOutcome {
+    pub user: Option<UserInfo>,
+    pub audiences: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// The claims of a compact JWS, read without checking anything (to see whose it is).
+fn unverified_claims(token: &str) -> Option<Value> {
+    if token.trim_start().starts_with('{') {
+        return None;
+    }
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    serde_json::from_slice(&base64url(payload)?).ok()
+}
+
+/// Decodes unpadded base64url (a JWS part); `None` for anything else.
+fn base64url(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        acc = ((acc << 6) | u32::from(v)) & 0xffff;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // A lone trailing character cannot end a valid encoding.
+    (bits < 6).then_some(out)
+}
+
+/// The members of `a` that are also in `b`, in `a`'s order.
+fn intersect(a: &[String], b: &[String]) -> Vec<String> {
+    a.iter().filter(|x| b.contains(x)).cloned().collect()
+}
+
+/// A list of strings as Go's `%q` prints a `[]string`: `["a" "b"]`.
+fn go_quoted(list: &[String]) -> String {
+    let items: Vec<String> = list
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap_or_default())
+        .collect();
+    format!("[{}]", items.join(" "))
+}
+
+/// Several errors as one message, as Kubernetes aggregates them: one alone as itself, more
+/// (repeats dropped) in brackets, comma-separated.
+pub fn aggregate(errors: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for e in errors {
+        if !seen.contains(&e.as_str()) {
+            seen.push(e);
+        }
+    }
+    match seen.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -277,6 +479,28 @@ mod tests {
             .unwrap_err()
             .contains("twice"));
         assert!(TokenFile::parse("t,u,1,\"open\n").is_err());
+    }
+
+    #[test]
+    fn review_helpers_write_like_kubernetes() {
+        assert_eq!(base64url("eyJhIjoxfQ").unwrap(), br#"{"a":1}"#);
+        assert_eq!(base64url("-_8").unwrap(), [0xfb, 0xff]);
+        assert!(base64url("a=").is_none());
+        assert!(base64url("abcde").is_none());
+        assert_eq!(
+            unverified_claims("eyJhbGciOiJub25lIn0.eyJpc3MiOiJ4In0.c2ln").unwrap()["iss"],
+            "x"
+        );
+        assert!(unverified_claims("not-a-jwt").is_none());
+        let auds = ["a".to_string(), "b c".to_string()];
+        assert_eq!(go_quoted(&auds), r#"["a" "b c"]"#);
+        assert_eq!(go_quoted(&[]), "[]");
+        assert_eq!(intersect(&auds, &["b c".into(), "z".into()]), ["b c"]);
+        let errs = |e: &[&str]| aggregate(&e.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(errs(&[]), "");
+        assert_eq!(errs(&["one"]), "one");
+        assert_eq!(errs(&["one", "one"]), "one");
+        assert_eq!(errs(&["one", "two", "one"]), "[one, two]");
     }
 
     #[test]

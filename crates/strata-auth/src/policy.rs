@@ -138,6 +138,16 @@ pub fn defaults() -> (Vec<Value>, Vec<Value>) {
             ]),
             None,
         ),
+        // For components that delegate authentication and authorization to the API server
+        // (an aggregated API server, a proxy): it may ask whom a token is and what they may do.
+        cluster_role(
+            "system:auth-delegator",
+            json!([
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+            ]),
+            None,
+        ),
         cluster_role(
             "system:public-info-viewer",
             json!([{"nonResourceURLs": [

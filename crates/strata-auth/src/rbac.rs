@@ -278,14 +278,52 @@ impl Index {
     }
 
     fn rules_of(&self, binding: &Binding) -> &[Rule] {
+        self.referenced_rules(binding).unwrap_or(&[])
+    }
+
+    /// The rules of the role `binding` names, or why they cannot be read, in Kubernetes'
+    /// words (the NotFound of the role, or an unsupported kind).
+    fn referenced_rules(&self, binding: &Binding) -> Result<&[Rule], String> {
         let rules = match binding.role_kind.as_str() {
             "ClusterRole" => self.cluster_roles.get(&binding.role_name),
-            "Role" if !binding.namespace.is_empty() => self
+            "Role" => self
                 .roles
                 .get(&(binding.namespace.clone(), binding.role_name.clone())),
-            _ => None,
+            other => return Err(format!("unsupported role reference kind: {other:?}")),
         };
-        rules.map(Vec::as_slice).unwrap_or(&[])
+        rules.map(Vec::as_slice).ok_or_else(|| {
+            format!(
+                "{}.{GROUP} {:?} not found",
+                binding.role_kind.to_ascii_lowercase(),
+                binding.role_name
+            )
+        })
+    }
+
+    /// Every rule granted to `user` by the ClusterRoleBindings, then (for a namespace) by the
+    /// RoleBindings of `namespace`, in that order, bindings by name; with an error for each
+    /// binding whose role cannot be read (its rules are missing from the list).
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Rule>, Vec<String>) {
+        let mut rules = Vec::new();
+        let mut errors = Vec::new();
+        let local = match namespace {
+            "" => None,
+            ns => self.bindings.get(ns),
+        };
+        for binding in self
+            .cluster_bindings
+            .iter()
+            .chain(local.into_iter().flatten())
+        {
+            if !binding.applies_to(user) {
+                continue;
+            }
+            match self.referenced_rules(binding) {
+                Ok(granted) => rules.extend(granted.iter().cloned()),
+                Err(why) => errors.push(why),
+            }
+        }
+        (rules, errors)
     }
 
     fn allows(&self, attrs: &Attributes) -> bool {
@@ -395,6 +433,14 @@ impl RbacAuthorizer {
             role_name: name.to_string(),
         };
         self.index().rules_of(&binding).to_vec()
+    }
+
+    /// The rules RBAC grants `user` in `namespace`, as Kubernetes' rule resolver lists them
+    /// for a SelfSubjectRulesReview (ClusterRoleBindings first, then the namespace's
+    /// RoleBindings; group subjects and `system:authenticated` count like any other), and the
+    /// errors of the roles that could not be read.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Rule>, Vec<String>) {
+        self.index().rules_for(user, namespace)
     }
 
     /// Whether `user` holds every permission of `rules` in `namespace` (empty: cluster-wide):
@@ -573,5 +619,52 @@ mod tests {
         assert!(!index.allows(&req(&alice, "delete", "other", "serviceaccounts", "", "x")));
         assert!(index.allows(&req(&bot, "create", "team", "serviceaccounts", "", "")));
         assert!(!index.allows(&req(&bob, "get", "team", "serviceaccounts", "", "x")));
+    }
+
+    #[test]
+    fn rules_are_listed_per_namespace_with_the_roles_that_cannot_be_read() {
+        let reader = obj(
+            json!({"metadata": {"name": "reader"}, "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}]}),
+        );
+        let local = obj(
+            json!({"metadata": {"name": "creator", "namespace": "team"}, "rules": [{"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts"]}]}),
+        );
+        let crbs = [
+            obj(
+                json!({"metadata": {"name": "a-everyone"}, "subjects": [{"kind": "Group", "name": "system:authenticated"}], "roleRef": {"kind": "ClusterRole", "name": "reader"}}),
+            ),
+            obj(
+                json!({"metadata": {"name": "b-gone"}, "subjects": [{"kind": "User", "name": "alice"}], "roleRef": {"kind": "ClusterRole", "name": "gone"}}),
+            ),
+            obj(
+                json!({"metadata": {"name": "c-other"}, "subjects": [{"kind": "User", "name": "bob"}], "roleRef": {"kind": "ClusterRole", "name": "reader"}}),
+            ),
+        ];
+        let rbs = [
+            obj(
+                json!({"metadata": {"name": "b", "namespace": "team"}, "subjects": [{"kind": "User", "name": "alice"}], "roleRef": {"kind": "Role", "name": "creator"}}),
+            ),
+            obj(
+                json!({"metadata": {"name": "c", "namespace": "team"}, "subjects": [{"kind": "User", "name": "alice"}], "roleRef": {"kind": "Role", "name": "missing"}}),
+            ),
+        ];
+        let index = Index::build(&[reader], &[local], &crbs, &rbs);
+        let alice = user("alice", &["system:authenticated"]);
+        let (rules, errors) = index.rules_for(&alice, "team");
+        let verbs: Vec<&str> = rules.iter().map(|r| r.verbs[0].as_str()).collect();
+        assert_eq!(verbs, ["get", "create"]);
+        assert_eq!(
+            errors,
+            [
+                "clusterrole.rbac.authorization.k8s.io \"gone\" not found",
+                "role.rbac.authorization.k8s.io \"missing\" not found",
+            ]
+        );
+        // Elsewhere only the cluster-wide bindings count.
+        let (rules, errors) = index.rules_for(&alice, "other");
+        assert_eq!(rules.len(), 1);
+        assert_eq!(errors.len(), 1);
+        let (rules, errors) = index.rules_for(&user("carol", &[]), "team");
+        assert!(rules.is_empty() && errors.is_empty());
     }
 }

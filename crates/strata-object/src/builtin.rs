@@ -550,8 +550,9 @@ fn virtual_type(group: &str, kind: &str, resource: &str, scope: Scope) -> Resour
     }
 }
 
-/// The virtual types Strata answers: SelfSubjectReview (`authentication.k8s.io`) and the access
-/// reviews (`authorization.k8s.io`).
+/// The virtual types Strata answers: SelfSubjectReview and TokenReview
+/// (`authentication.k8s.io`), the access reviews and SelfSubjectRulesReview
+/// (`authorization.k8s.io`).
 pub fn virtual_types() -> Vec<ResourceType> {
     let authn = "authentication.k8s.io";
     let authz = "authorization.k8s.io";
@@ -562,6 +563,7 @@ pub fn virtual_types() -> Vec<ResourceType> {
             "selfsubjectreviews",
             Scope::Cluster,
         ),
+        virtual_type(authn, "TokenReview", "tokenreviews", Scope::Cluster),
         virtual_type(
             authz,
             "LocalSubjectAccessReview",
@@ -572,6 +574,12 @@ pub fn virtual_types() -> Vec<ResourceType> {
             authz,
             "SelfSubjectAccessReview",
             "selfsubjectaccessreviews",
+            Scope::Cluster,
+        ),
+        virtual_type(
+            authz,
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
             Scope::Cluster,
         ),
         virtual_type(

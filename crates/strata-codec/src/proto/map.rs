@@ -794,6 +794,24 @@ json_form!(authn::TokenRequest {
     status: "status" => Obj @ 3,
 });
 
+json_form!(authn::TokenReviewSpec {
+    token: "token" => Str @ 1,
+    audiences: "audiences" => Strs @ 2,
+});
+
+json_form!(authn::TokenReviewStatus {
+    authenticated: "authenticated" => PtrBool @ 1,
+    user: "user" => Obj @ 2,
+    audiences: "audiences" => Strs @ 4,
+    error: "error" => Str @ 3,
+});
+
+json_form!(authn::TokenReview {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
+});
+
 json_form!(meta::LabelSelectorRequirement {
     key: "key" => Str @ 1,
     operator: "operator" => Str @ 2,
@@ -922,6 +940,35 @@ json_form!(authz::SelfSubjectAccessReview {
 });
 
 json_form!(authz::LocalSubjectAccessReview {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
+});
+
+json_form!(authz::ResourceRule {
+    verbs: "verbs" => Strs @ 1,
+    api_groups: "apiGroups" => Strs @ 2,
+    resources: "resources" => Strs @ 3,
+    resource_names: "resourceNames" => Strs @ 4,
+});
+
+json_form!(authz::NonResourceRule {
+    verbs: "verbs" => Strs @ 1,
+    non_resource_ur_ls: "nonResourceURLs" => Strs @ 2,
+});
+
+json_form!(authz::SelfSubjectRulesReviewSpec {
+    namespace: "namespace" => Str @ 1,
+});
+
+json_form!(authz::SubjectRulesReviewStatus {
+    resource_rules: "resourceRules" => Objs @ 1,
+    non_resource_rules: "nonResourceRules" => Objs @ 2,
+    incomplete: "incomplete" => PtrBool @ 3,
+    evaluation_error: "evaluationError" => Str @ 4,
+});
+
+json_form!(authz::SelfSubjectRulesReview {
     metadata: "metadata" => Obj @ 1,
     spec: "spec" => Obj @ 2,
     status: "status" => Obj @ 3,

@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use strata_object::Status;
 
 use self::reviews::{
-    access_review, self_subject_review, SELF_SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_REVIEWS,
-    SUBJECT_ACCESS_REVIEWS,
+    access_review, rules_review, self_subject_review, token_review, SELF_SUBJECT_ACCESS_REVIEWS,
+    SELF_SUBJECT_REVIEWS, SELF_SUBJECT_RULES_REVIEWS, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS,
 };
 use self::verbs::resource;
 use crate::negotiate::Offer;
@@ -120,12 +120,18 @@ async fn audited(
 fn is_review(group: &str, version: &str, resource: &str) -> bool {
     matches!(
         (group, version, resource),
-        ("authentication.k8s.io", "v1", "selfsubjectreviews")
-            | (
-                "authorization.k8s.io",
-                "v1",
-                "selfsubjectaccessreviews" | "subjectaccessreviews" | "localsubjectaccessreviews"
-            )
+        (
+            "authentication.k8s.io",
+            "v1",
+            "selfsubjectreviews" | "tokenreviews"
+        ) | (
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews"
+                | "subjectaccessreviews"
+                | "localsubjectaccessreviews"
+                | "selfsubjectrulesreviews"
+        )
     )
 }
 
@@ -230,6 +236,18 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
         "/metrics" => return get_only(metrics(fe)),
         SELF_SUBJECT_REVIEWS => {
             return match self_subject_review(fe, req, &user, &accept, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            }
+        }
+        TOKEN_REVIEWS => {
+            return match token_review(fe, req, &accept, render).await {
+                Ok(resp) => resp,
+                Err(s) => respond::status(&s, render),
+            }
+        }
+        SELF_SUBJECT_RULES_REVIEWS => {
+            return match rules_review(fe, req, &user, &accept, render).await {
                 Ok(resp) => resp,
                 Err(s) => respond::status(&s, render),
             }

@@ -74,3 +74,34 @@ pub struct SelfSubjectReview {
     #[prost(message, optional, tag = "2")]
     pub status: ::core::option::Option<SelfSubjectReviewStatus>,
 }
+/// TokenReview (authentication.k8s.io/v1): whom a bearer token authenticates, for the
+/// audiences asked.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TokenReviewSpec {
+    #[prost(string, optional, tag = "1")]
+    pub token: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "2")]
+    pub audiences: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TokenReviewStatus {
+    #[prost(bool, optional, tag = "1")]
+    pub authenticated: ::core::option::Option<bool>,
+    #[prost(message, optional, tag = "2")]
+    pub user: ::core::option::Option<UserInfo>,
+    #[prost(string, optional, tag = "3")]
+    pub error: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "4")]
+    pub audiences: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TokenReview {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    >,
+    #[prost(message, optional, tag = "2")]
+    pub spec: ::core::option::Option<TokenReviewSpec>,
+    #[prost(message, optional, tag = "3")]
+    pub status: ::core::option::Option<TokenReviewStatus>,
+}

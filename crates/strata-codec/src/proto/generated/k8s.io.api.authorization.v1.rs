@@ -97,3 +97,48 @@ pub struct LocalSubjectAccessReview {
     #[prost(message, optional, tag = "3")]
     pub status: ::core::option::Option<SubjectAccessReviewStatus>,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResourceRule {
+    #[prost(string, repeated, tag = "1")]
+    pub verbs: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "2")]
+    pub api_groups: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "3")]
+    pub resources: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "4")]
+    pub resource_names: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NonResourceRule {
+    #[prost(string, repeated, tag = "1")]
+    pub verbs: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "2")]
+    pub non_resource_ur_ls: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelfSubjectRulesReviewSpec {
+    #[prost(string, optional, tag = "1")]
+    pub namespace: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SubjectRulesReviewStatus {
+    #[prost(message, repeated, tag = "1")]
+    pub resource_rules: ::prost::alloc::vec::Vec<ResourceRule>,
+    #[prost(message, repeated, tag = "2")]
+    pub non_resource_rules: ::prost::alloc::vec::Vec<NonResourceRule>,
+    #[prost(bool, optional, tag = "3")]
+    pub incomplete: ::core::option::Option<bool>,
+    #[prost(string, optional, tag = "4")]
+    pub evaluation_error: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SelfSubjectRulesReview {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<
+        super::super::super::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    >,
+    #[prost(message, optional, tag = "2")]
+    pub spec: ::core::option::Option<SelfSubjectRulesReviewSpec>,
+    #[prost(message, optional, tag = "3")]
+    pub status: ::core::option::Option<SubjectRulesReviewStatus>,
+}
