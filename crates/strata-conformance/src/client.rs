@@ -45,6 +45,7 @@ pub struct TlsSettings {
 #[derive(Clone)]
 pub struct Client {
     base: String,
+    tls: TlsSettings,
     credentials: Credentials,
     http: HyperClient<Connector, Full<Bytes>>,
     timeout: Duration,
@@ -246,18 +247,20 @@ impl Client {
             .build(connector);
         Ok(Client {
             base,
+            tls: tls.clone(),
             credentials,
             http,
             timeout: Duration::from_secs(30),
         })
     }
 
-    /// The same server with other credentials.
-    pub fn with_credentials(&self, credentials: Credentials) -> Client {
-        Client {
-            credentials,
-            ..self.clone()
-        }
+    /// The same server as another user: `credentials` alone (no client certificate).
+    pub fn as_user(&self, credentials: Credentials) -> Result<Client, String> {
+        let tls = TlsSettings {
+            client_cert_pem: None,
+            ..self.tls.clone()
+        };
+        Client::new(&self.base, &tls, credentials)
     }
 
     /// The server's URL.

@@ -3,12 +3,20 @@
 
 use crate::framework::{Check, Section};
 
+pub mod auth;
 pub mod chunking;
+pub mod compression;
+pub mod deletion;
+pub mod dryrun;
+pub mod errors;
 pub mod lifecycle;
 pub mod media;
 pub mod objects;
+pub mod rv;
 pub mod serviceaccounts;
+pub mod updates;
 pub mod uri;
+pub mod validation;
 pub mod watch;
 
 pub static OBJECTS: Section = Section {
@@ -46,6 +54,46 @@ pub static WATCH: Section = Section {
     title: "Watch",
     slug: "watch",
 };
+pub static UPDATES: Section = Section {
+    number: "4.6",
+    title: "Updating existing resources",
+    slug: "updates",
+};
+pub static DRYRUN: Section = Section {
+    number: "4.7",
+    title: "Dry run",
+    slug: "dryrun",
+};
+pub static DELETION: Section = Section {
+    number: "4.8",
+    title: "Deletion options",
+    slug: "deletion",
+};
+pub static VALIDATION: Section = Section {
+    number: "4.9",
+    title: "Field validation",
+    slug: "validation",
+};
+pub static COMPRESSION: Section = Section {
+    number: "4.10",
+    title: "Response compression",
+    slug: "compression",
+};
+pub static RV: Section = Section {
+    number: "4.11",
+    title: "Resource version parameter semantics",
+    slug: "resourceversion",
+};
+pub static AUTH: Section = Section {
+    number: "5",
+    title: "Authentication and authorization",
+    slug: "auth",
+};
+pub static ERRORS: Section = Section {
+    number: "7",
+    title: "Errors",
+    slug: "errors",
+};
 
 /// Every section, in the specification's order.
 pub fn sections() -> Vec<&'static Section> {
@@ -57,6 +105,14 @@ pub fn sections() -> Vec<&'static Section> {
         &MEDIA,
         &CHUNKING,
         &WATCH,
+        &UPDATES,
+        &DRYRUN,
+        &DELETION,
+        &VALIDATION,
+        &COMPRESSION,
+        &RV,
+        &AUTH,
+        &ERRORS,
     ]
 }
 
@@ -70,6 +126,14 @@ pub fn all() -> Vec<Check> {
     checks.extend(media::checks());
     checks.extend(chunking::checks());
     checks.extend(watch::checks());
+    checks.extend(updates::checks());
+    checks.extend(dryrun::checks());
+    checks.extend(deletion::checks());
+    checks.extend(validation::checks());
+    checks.extend(compression::checks());
+    checks.extend(rv::checks());
+    checks.extend(auth::checks());
+    checks.extend(errors::checks());
     checks
 }
 
