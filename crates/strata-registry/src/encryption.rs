@@ -845,6 +845,24 @@ impl Store for EncryptingStore {
         Ok(Self::with_plain(kv, value))
     }
 
+    async fn update_chain(
+        &self,
+        key: &str,
+        values: Vec<Bytes>,
+        expected: Revision,
+    ) -> Result<Vec<KeyValue>> {
+        let stored = values
+            .iter()
+            .map(|value| self.encrypt(key, value))
+            .collect::<Result<Vec<_>>>()?;
+        let written = self.inner.update_chain(key, stored, expected).await?;
+        Ok(written
+            .into_iter()
+            .zip(values)
+            .map(|(kv, plain)| Self::with_plain(kv, plain))
+            .collect())
+    }
+
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)> {
         let (prev, revision) = self.inner.delete(key, expected).await?;
         Ok((self.decrypt(prev), revision))

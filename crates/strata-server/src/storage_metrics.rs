@@ -151,6 +151,22 @@ impl Store for TimedStore {
         r
     }
 
+    async fn update_chain(
+        &self,
+        key: &str,
+        values: Vec<Bytes>,
+        expected: Revision,
+    ) -> Result<Vec<KeyValue>> {
+        let started = Instant::now();
+        let links = values.len();
+        let r = self.inner.update_chain(key, values, expected).await;
+        // Each link is an update, and each waited as long as the chain.
+        for _ in 0..links {
+            self.metrics.observe(UPDATE, key, started);
+        }
+        r
+    }
+
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)> {
         let started = Instant::now();
         let r = self.inner.delete(key, expected).await;

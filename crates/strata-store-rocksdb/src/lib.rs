@@ -76,7 +76,7 @@ use crate::encoding::{
     META_CURRENT, META_FORMAT,
 };
 use crate::read::View;
-use crate::writer::{Op, Request};
+use crate::writer::{Op, Reply, Request};
 
 /// Named explicitly so another crate enabling `multi-threaded-cf` cannot change our types.
 pub(crate) type Db = DBWithThreadMode<SingleThreaded>;
@@ -307,16 +307,24 @@ impl RocksStore {
 
     /// Hands `op` to the writer; resolves once it is committed (or refused).
     async fn write(&self, op: Op) -> Result<(KeyValue, Revision)> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request {
+            op,
+            reply: Reply::One(reply),
+        })?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Queues a request for the writer thread.
+    fn send(&self, request: Request) -> Result<()> {
         if self.read_only {
             return Err(read_only());
         }
-        let (reply, answer) = oneshot::channel();
         self.requests
             .as_ref()
             .ok_or_else(stopped)?
-            .send(Request { op, reply })
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+            .send(request)
+            .map_err(|_| stopped())
     }
 
     /// Runs `f` on the blocking pool, off the async workers.
@@ -362,6 +370,28 @@ impl Store for RocksStore {
             expected,
         };
         Ok(self.write(op).await?.0)
+    }
+
+    async fn update_chain(
+        &self,
+        key: &str,
+        values: Vec<Bytes>,
+        expected: Revision,
+    ) -> Result<Vec<KeyValue>> {
+        check_key(key)?;
+        if values.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, answer) = oneshot::channel();
+        self.send(Request {
+            op: Op::Chain {
+                key: key.to_owned(),
+                values,
+                expected,
+            },
+            reply: Reply::Chain(reply),
+        })?;
+        answer.await.map_err(|_| stopped())?
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(KeyValue, Revision)> {

@@ -41,6 +41,13 @@ pub(crate) enum Op {
         key: String,
         expected: Option<Revision>,
     },
+    /// Successive updates of one key (`Store::update_chain`): staged together, so the whole
+    /// chain lands in one batch or not at all.
+    Chain {
+        key: String,
+        values: Vec<Bytes>,
+        expected: Revision,
+    },
 }
 
 /// What a write answers: the entry written (for a delete, the last state before it) and the
@@ -49,7 +56,53 @@ pub(crate) type Outcome = (KeyValue, Revision);
 
 pub(crate) struct Request {
     pub(crate) op: Op,
-    pub(crate) reply: oneshot::Sender<Result<Outcome>>,
+    pub(crate) reply: Reply,
+}
+
+/// Where a request's answer goes: one entry, or a chain's entries.
+pub(crate) enum Reply {
+    One(oneshot::Sender<Result<Outcome>>),
+    Chain(oneshot::Sender<Result<Vec<KeyValue>>>),
+}
+
+/// What a staged request produced, matching its [`Reply`].
+enum Answer {
+    One(Outcome),
+    Chain(Vec<KeyValue>),
+}
+
+impl Reply {
+    fn send(self, answer: Result<Answer>) {
+        // The caller may have given up waiting; the write stands either way.
+        match self {
+            Reply::One(tx) => {
+                let _ = tx.send(answer.and_then(Answer::one));
+            }
+            Reply::Chain(tx) => {
+                let _ = tx.send(answer.and_then(Answer::chain));
+            }
+        }
+    }
+}
+
+impl Answer {
+    fn one(self) -> Result<Outcome> {
+        match self {
+            Answer::One(outcome) => Ok(outcome),
+            Answer::Chain(_) => Err(mismatched()),
+        }
+    }
+
+    fn chain(self) -> Result<Vec<KeyValue>> {
+        match self {
+            Answer::Chain(kvs) => Ok(kvs),
+            Answer::One(_) => Err(mismatched()),
+        }
+    }
+}
+
+fn mismatched() -> StoreError {
+    StoreError::Invalid("a write was answered in another request's form".into())
 }
 
 /// Runs until every sender is gone and the queue is empty.
@@ -118,8 +171,7 @@ fn commit(shared: &Shared, current: &mut u64, requests: Vec<Request>) {
         }
     }
     for (reply, result) in answers {
-        // The caller may have given up waiting; the write stands either way.
-        let _ = reply.send(result);
+        reply.send(result);
     }
 }
 
@@ -145,10 +197,32 @@ impl Staged {
     }
 
     /// Checks one request and stages it on success; a failed check consumes no revision.
-    fn apply(&mut self, shared: &Shared, it: &mut Iter<'_>, op: Op) -> Result<Outcome> {
+    fn apply(&mut self, shared: &Shared, it: &mut Iter<'_>, op: Op) -> Result<Answer> {
         let (history, changes) = (shared.cf(CF_HISTORY)?, shared.cf(CF_CHANGES)?);
         let rev = self.next + 1;
         let outcome = match op {
+            Op::Chain {
+                key,
+                values,
+                expected,
+            } => {
+                let Some(prev) = self.latest(it, &key)? else {
+                    return Err(StoreError::NotFound(key));
+                };
+                check_expected(&key, expected, prev.mod_revision)?;
+                let mut written = Vec::with_capacity(values.len());
+                for value in values {
+                    self.next += 1;
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value,
+                        create_revision: prev.create_revision,
+                        mod_revision: Revision(self.next),
+                    };
+                    written.push(self.put(history, changes, kv, self.next).0);
+                }
+                return Ok(Answer::Chain(written));
+            }
             Op::Create { key, value } => {
                 if self.latest(it, &key)?.is_some() {
                     return Err(StoreError::Exists(key));
@@ -195,7 +269,7 @@ impl Staged {
             }
         };
         self.next = rev;
-        Ok(outcome)
+        Ok(Answer::One(outcome))
     }
 
     fn put(

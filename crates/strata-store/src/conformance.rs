@@ -84,7 +84,7 @@ impl std::fmt::Debug for Subject {
 macro_rules! store_conformance_tests {
     ($make:expr) => {
         $crate::store_conformance_tests!(@tests $make;
-            run_create_and_get, run_update_compare_and_swap, run_delete, run_range,
+            run_create_and_get, run_update_compare_and_swap, run_update_chain, run_delete, run_range,
             run_reads_at_past_revisions, run_changes_feed, run_feed_progress,
             run_consistent_revision, run_compaction, run_compaction_and_the_feed,
             run_future_revisions, run_concurrent_writers, run_subscribe);
@@ -178,6 +178,66 @@ pub async fn run_update_compare_and_swap(t: &Subject) {
     ));
     let feed = s.changes(second.mod_revision, 0).await.unwrap();
     assert!(feed.events.is_empty(), "failed updates are not in the feed");
+}
+
+/// A chain of updates lands as consecutive revisions of the key, each in the feed with the
+/// one before it as its previous state; a chain that starts from a stale revision writes
+/// nothing.
+pub async fn run_update_chain(t: &Subject) {
+    let s = &t.store;
+    let first = s.create("/chain", b("0")).await.unwrap();
+    let written = s
+        .update_chain("/chain", vec![b("1"), b("2"), b("3")], first.mod_revision)
+        .await
+        .unwrap();
+    let values: Vec<&[u8]> = written.iter().map(|kv| kv.value.as_ref()).collect();
+    assert_eq!(values, [b"1".as_ref(), b"2", b"3"]);
+    let mut before = first.clone();
+    for kv in &written {
+        assert!(kv.mod_revision > before.mod_revision, "revisions ascend");
+        assert_eq!(kv.create_revision, first.create_revision);
+        before = kv.clone();
+    }
+    assert_eq!(
+        s.get("/chain", None).await.unwrap().0.as_ref(),
+        written.last()
+    );
+    let feed = s.changes(first.mod_revision, 0).await.unwrap();
+    let expected: Vec<Event> = written
+        .iter()
+        .scan(first.clone(), |prev, kv| {
+            let event = Event::Put {
+                kv: kv.clone(),
+                prev: Some(prev.clone()),
+            };
+            *prev = kv.clone();
+            Some(event)
+        })
+        .collect();
+    assert_eq!(feed.events, expected);
+    // Each link is readable at its own revision.
+    let (middle, _) = s
+        .get("/chain", Some(written[1].mod_revision))
+        .await
+        .unwrap();
+    assert_eq!(middle.as_ref(), Some(&written[1]));
+
+    let last = written.last().unwrap().mod_revision;
+    match s
+        .update_chain("/chain", vec![b("x"), b("y")], first.mod_revision)
+        .await
+    {
+        Err(StoreError::Conflict { actual, .. }) => assert_eq!(actual, last),
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        s.update_chain("/chain-missing", vec![b("x")], last).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(
+        s.changes(last, 0).await.unwrap().events.is_empty(),
+        "failed chains leave nothing in the feed"
+    );
 }
 
 /// Deletes, with and without an expected revision: `Conflict` on a mismatch, the last state and

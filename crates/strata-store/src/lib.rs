@@ -251,6 +251,34 @@ pub trait Store: Send + Sync + 'static {
     /// Fails with `NotFound` when absent and `Conflict` when the revision differs.
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<KeyValue>;
 
+    /// Writes successive values of one key as consecutive updates: the first expects the key's
+    /// modification revision to be `expected`, each later one the revision of the value before
+    /// it. Returns the entries written, in order. A prefix may be written when a later update
+    /// fails (another writer moved the key between two of them): the answer is then shorter
+    /// than `values`, and an error is returned only when nothing was written. Engines that can
+    /// write the whole chain in one atomic step (one WAL sync for all of it) should; the
+    /// default writes the values one by one.
+    ///
+    /// This is how the registry writes many updates of one contended object at the rate of
+    /// one: it orders them, computes each on top of the one before, and stores them together.
+    async fn update_chain(
+        &self,
+        key: &str,
+        values: Vec<Bytes>,
+        expected: Revision,
+    ) -> Result<Vec<KeyValue>> {
+        let mut written: Vec<KeyValue> = Vec::with_capacity(values.len());
+        for value in values {
+            let expected = written.last().map_or(expected, |kv| kv.mod_revision);
+            match self.update(key, value, expected).await {
+                Ok(kv) => written.push(kv),
+                Err(e) if written.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(written)
+    }
+
     /// Deletes `key`, optionally only if its modification revision is `expected`.
     /// Returns the last state before deletion and the revision of the deletion.
     /// Fails with `NotFound` when absent and `Conflict` when the revision differs.
