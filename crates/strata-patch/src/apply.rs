@@ -214,10 +214,7 @@ pub fn apply_through(
     let live_obj = live.unwrap_or(&empty);
     // Stored managedFields are always written by this crate; unreadable ones count as none.
     let old_managed = ManagedFields::of_object(live_obj).unwrap_or_default();
-    let mut live_content = live_obj.clone();
-    if let Some(Value::Object(meta)) = live_content.get_mut("metadata") {
-        meta.shift_remove("managedFields");
-    }
+    let live_content = without_managed_fields(live_obj);
 
     let ignored = fieldpath::reset_fields(schema, subresource);
     let mut applier = ManagedFieldsEntry::new(manager, Operation::Apply, api_version, subresource);
@@ -236,7 +233,7 @@ pub fn apply_through(
         .iter()
         .filter(|e| !e.same_manager(&applier))
     {
-        owned = owned.union(&e.fields);
+        owned.extend(&e.fields);
     }
     let pruned = prune(merged, &last, &owned, schema);
     let result = tidy(&pruned, Some(schema)).unwrap_or_else(|| empty.clone());
@@ -261,7 +258,12 @@ pub fn apply_through(
                 path,
             });
         }
-        e.fields = e.fields.difference(&clash).difference(&cmp.removed);
+        if !clash.is_empty() {
+            e.fields.subtract(&clash);
+        }
+        if !cmp.removed.is_empty() {
+            e.fields.subtract(&cmp.removed);
+        }
     }
     if !conflicts.is_empty() && !force {
         // Stable: paths keep their order within a manager.
@@ -290,6 +292,30 @@ pub fn apply_through(
     let mut result = result;
     managed.write_to(&mut result);
     Ok(result)
+}
+
+/// A copy of `obj` without `metadata.managedFields`, which is not copied at all (on an object
+/// many managers share it is most of the object).
+fn without_managed_fields(obj: &Value) -> Value {
+    let Value::Object(members) = obj else {
+        return obj.clone();
+    };
+    let copied = members
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                Value::Object(meta) if name == "metadata" => Value::Object(
+                    meta.iter()
+                        .filter(|(field, _)| *field != "managedFields")
+                        .map(|(field, v)| (field.clone(), v.clone()))
+                        .collect(),
+                ),
+                other => other.clone(),
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    Value::Object(copied)
 }
 
 /// The checks Kubernetes makes before merging: an object, no managedFields, the endpoint's

@@ -280,16 +280,22 @@ impl FieldSet {
     /// Every path in either set.
     pub fn union(&self, other: &FieldSet) -> FieldSet {
         let mut out = self.clone();
-        out.members.extend(other.members.iter().cloned());
+        out.extend(other);
+        out
+    }
+
+    /// Adds the paths of `other` to `self` in place: [`FieldSet::union`] without copying
+    /// `self`.
+    pub fn extend(&mut self, other: &FieldSet) {
+        self.members.extend(other.members.iter().cloned());
         for (pe, child) in &other.children {
-            match out.children.get_mut(pe) {
-                Some(mine) => *mine = mine.union(child),
+            match self.children.get_mut(pe) {
+                Some(mine) => mine.extend(child),
                 None => {
-                    out.children.insert(pe.clone(), child.clone());
+                    self.children.insert(pe.clone(), child.clone());
                 }
             }
         }
-        out
     }
 
     /// The paths of `self` that are not in `other`. A member of `other` removes only that

@@ -84,7 +84,11 @@ impl ManagedFieldsEntry {
     /// name, operation and subresource, and for Update entries also by API version (an applier
     /// keeps one entry whatever version it applies with).
     pub fn same_manager(&self, other: &ManagedFieldsEntry) -> bool {
-        self.identifier() == other.identifier()
+        // Field by field, what comparing the two identifiers would decide.
+        self.manager == other.manager
+            && self.operation == other.operation
+            && self.subresource == other.subresource
+            && (self.operation != Operation::Update || self.api_version == other.api_version)
     }
 
     /// Kubernetes' manager identifier: the entry's JSON with only `manager`, `operation`,
@@ -306,20 +310,25 @@ impl ManagedFields {
 
     /// Whether both hold the same entries with the same fields, whatever their times.
     pub(crate) fn same_ignoring_time(&self, other: &ManagedFields) -> bool {
-        let strip = |m: &ManagedFields| -> Vec<Value> {
-            m.sorted_entries()
-                .into_iter()
-                .map(|e| {
-                    let mut e = e.clone();
-                    e.time = None;
-                    e.to_value()
-                })
-                .collect()
-        };
-        let (mut a, mut b) = (strip(self), strip(other));
-        a.sort_by_key(Value::to_string);
-        b.sort_by_key(Value::to_string);
-        a == b
+        fn identity(e: &ManagedFieldsEntry) -> (&str, &str, &str, Option<&str>, &str) {
+            (
+                &e.manager,
+                e.operation.as_str(),
+                &e.api_version,
+                e.subresource.as_deref(),
+                &e.fields_type,
+            )
+        }
+        fn owning(m: &ManagedFields) -> Vec<&ManagedFieldsEntry> {
+            let mut entries: Vec<_> = m.entries.iter().filter(|e| !e.fields.is_empty()).collect();
+            entries.sort_by(|a, b| identity(a).cmp(&identity(b)));
+            entries
+        }
+        let (a, b) = (owning(self), owning(other));
+        a.len() == b.len()
+            && a.iter()
+                .zip(&b)
+                .all(|(x, y)| identity(x) == identity(y) && x.fields == y.fields)
     }
 
     /// Merges the oldest Update entries into [`ANCIENT_CHANGES`] entries (one per API version)
