@@ -358,7 +358,7 @@ impl Registry {
             opts.check_patch(*kind)?;
         }
         let written = self
-            .guaranteed_update(rt, namespace, name, &opts, None, |current| {
+            .guaranteed_update(rt, namespace, name, &opts, None, "", |current| {
                 let scale = match &change {
                     ScaleChange::Replace(body) => body.value.clone(),
                     ScaleChange::Patch(kind, patch) => {

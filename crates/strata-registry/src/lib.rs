@@ -17,6 +17,7 @@ pub mod custom;
 mod delete;
 pub mod encryption;
 pub mod errors;
+mod key_queue;
 pub mod kinds;
 mod reads;
 mod secrets;
@@ -138,6 +139,8 @@ pub struct Registry {
     /// Brings the types defined at run time up to the stored definitions (the CRD
     /// controller's, once it runs).
     types_catch_up: OnceLock<TypesCatchUp>,
+    /// Turn-taking of concurrent updates of one object.
+    key_queues: Arc<key_queue::KeyQueues>,
 }
 
 /// A catch-up of the types defined at run time with their stored definitions: after it, this
@@ -165,6 +168,7 @@ impl Registry {
             token_key: OnceLock::new(),
             issuer: OnceLock::new(),
             types_catch_up: OnceLock::new(),
+            key_queues: key_queue::KeyQueues::new(),
         }
     }
 

@@ -343,10 +343,9 @@ pub(crate) fn track_update(
     let Some(schema) = info.schema() else {
         return Ok(new);
     };
-    let old = old.map(|o| o.clone().into_value());
     let mut value = new.into_value();
     strata_patch::managed::record_update(
-        old.as_ref(),
+        old.map(Object::as_value),
         &mut value,
         schema,
         &opts.field_manager,
@@ -368,9 +367,8 @@ pub(crate) fn apply_to(
     let Some(schema) = info.schema() else {
         return Err(Status::bad_request("the type does not support apply"));
     };
-    let live = live.map(|o| o.clone().into_value());
     strata_patch::apply::apply_through(
-        live.as_ref(),
+        live.map(Object::as_value),
         config,
         schema,
         &opts.field_manager,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use strata_object::field::FieldError;
 use strata_object::{now_rfc3339, Object, Status};
-use strata_store::{KeyValue, StoreError};
+use strata_store::{KeyValue, Revision, StoreError};
 
 use crate::errors::{store_error, Op};
 use crate::version::{to_resource_version, to_revision};
@@ -19,6 +19,14 @@ use crate::{
 /// A last check of an object about to be stored (the new object, and the stored one on an
 /// update): what the frontend knows and the registry does not, such as who is writing.
 pub type Admit = Arc<dyn Fn(&Object, Option<&Object>) -> Result<(), Status> + Send + Sync>;
+
+/// One attempt of an update, ready to store.
+enum Planned {
+    /// The new object and its stored form.
+    Write(Object, bytes::Bytes),
+    /// The update removed the last finalizer of an object being deleted: it is deleted.
+    Delete(Object),
+}
 
 /// Options of create, update and patch.
 #[derive(Clone, Default)]
@@ -324,8 +332,11 @@ impl Registry {
         } else {
             obj.set_namespace("");
         }
+        let precondition = obj.resource_version().to_owned();
         let object = self
-            .guaranteed_update(rt, namespace, name, opts, None, |_| Ok(obj.clone()))
+            .guaranteed_update(rt, namespace, name, opts, None, &precondition, |_| {
+                Ok(obj.clone())
+            })
             .await?;
         Ok(Written {
             object,
@@ -364,13 +375,8 @@ impl Registry {
         }
         let mut warnings = Vec::new();
         let object = self
-            .guaranteed_update(rt, namespace, name, opts, None, |current| {
-                let mut doc = write::apply_patch(
-                    &rt.info,
-                    kind,
-                    &current.clone().into_value(),
-                    &patch.value,
-                )?;
+            .guaranteed_update(rt, namespace, name, opts, None, "", |current| {
+                let mut doc = write::apply_patch(&rt.info, kind, current.as_value(), &patch.value)?;
                 let found = write::check_fields(
                     &rt.info,
                     &mut doc,
@@ -410,11 +416,21 @@ impl Registry {
             write::Stage::Apply,
         )?;
         let applied = write::applied_config(&rt.info, value, namespace, name)?;
+        let precondition = applied
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         loop {
             let updated = self
-                .guaranteed_update(rt, namespace, name, opts, Some(&applied), |current| {
-                    Ok(current.clone())
-                })
+                .guaranteed_update(
+                    rt,
+                    namespace,
+                    name,
+                    opts,
+                    Some(&applied),
+                    precondition,
+                    |current| Ok(current.clone()),
+                )
                 .await;
             match updated {
                 Ok(object) => {
@@ -461,6 +477,13 @@ impl Registry {
     ///
     /// The new object's `resourceVersion`, when set (by a PUT body, a patch, or an applied
     /// configuration), is a precondition: it must be the current one, or 409.
+    ///
+    /// Writers of one key take turns (`key_queue`): each builds on the version before it, even
+    /// when that one is not written yet, and the versions are stored together, so contended
+    /// updates do not spin on compare-and-swap failures. Dry runs only read. `precondition` is
+    /// the `resourceVersion` the update requires when known beforehand (a PUT's, an applied
+    /// configuration's): an update bound to fail on it is answered without waiting for a turn.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn guaranteed_update(
         &self,
         rt: &RegisteredType,
@@ -468,86 +491,160 @@ impl Registry {
         name: &str,
         opts: &WriteOptions,
         applied: Option<&Value>,
+        precondition: &str,
         mut mutate: impl FnMut(&Object) -> Result<Object, Status>,
     ) -> Result<Object, Status> {
-        let info = &rt.info;
-        let key = info.key(namespace, name);
+        let key = rt.info.key(namespace, name);
+        // Only one update can pass a precondition on a version, and a dry run writes nothing:
+        // neither gains from taking turns.
+        if opts.dry_run || to_revision(precondition).ok().flatten().is_some() {
+            return self
+                .update_directly(rt, &key, name, opts, applied, &mut mutate)
+                .await;
+        }
+        let entered = self.key_queues.enter(&key);
+        let queue = entered.queue();
         loop {
-            let (kv, current) = self.read_current(rt, &key, name).await?;
-            let mut obj = match applied {
-                Some(config) => {
-                    let merged = write::apply_to(info, Some(&current), config, opts)?;
-                    self.decode_patched(rt, merged)?
+            let waiting = queue.wait();
+            let mut chain = queue.chain.lock().await;
+            drop(waiting);
+            let (stored, current) = match (chain.tip(), &chain.base) {
+                (Some(tip), Some(base)) => {
+                    let tip = KeyValue {
+                        key: key.clone(),
+                        value: tip.clone(),
+                        create_revision: base.create_revision,
+                        mod_revision: Revision(0),
+                    };
+                    let mut current = decode_stored(rt, &tip)?;
+                    current.set_resource_version("");
+                    (None, current)
                 }
-                None => mutate(&current)?,
+                _ => {
+                    let (kv, current) = self.read_current(rt, &key, name).await?;
+                    (Some(kv), current)
+                }
             };
-            let precondition = match applied {
-                Some(config) => config
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                None => obj.resource_version(),
+            let (mut obj, bytes) =
+                match self.plan_update(rt, name, opts, applied, &mut mutate, &current)? {
+                    Planned::Write(obj, bytes) => (obj, bytes),
+                    Planned::Delete(mut obj) => {
+                        let Some(kv) = stored else {
+                            // Deleting needs the revision of the chain's last version: wait
+                            // for the chain to be written, then start over.
+                            let mut flushed = queue.flushed.subscribe();
+                            drop(chain);
+                            let _ = flushed.changed().await;
+                            continue;
+                        };
+                        // The last finalizer is gone: the update completes the deletion.
+                        match self.store.delete(&key, Some(kv.mod_revision)).await {
+                            Ok((_, revision)) => {
+                                rt.wrote(revision);
+                                // At the deletion's revision, as the DELETED event has it.
+                                obj.set_resource_version(
+                                    &to_resource_version(revision).to_string(),
+                                );
+                                return Ok(obj);
+                            }
+                            Err(StoreError::Conflict { .. }) => continue,
+                            Err(e) => return Err(store_error(Op::Update, rt, name, e)),
+                        }
+                    }
+                };
+            let value = match stored {
+                Some(kv) => {
+                    // A stale value (read with an encryption key that no longer writes) is
+                    // rewritten even when nothing changed, so that replacing every object
+                    // moves it to the new key.
+                    if bytes == kv.value
+                        && !self
+                            .store
+                            .stale(&kv)
+                            .await
+                            .map_err(|e| store_error(Op::Update, rt, name, e))?
+                    {
+                        // Nothing changed: no write, no new revision.
+                        return Ok(current);
+                    }
+                    chain.base = Some(kv);
+                    Some(bytes)
+                }
+                // Unchanged from the chain's tip: answered with the tip's revision.
+                None if chain.tip() == Some(&bytes) => {
+                    obj = current;
+                    None
+                }
+                None => Some(bytes),
             };
-            if !precondition.is_empty() && precondition != current.resource_version() {
-                to_revision(precondition)?;
-                return Err(Status::stale_conflict(&info.group, &info.resource, name));
-            }
-            let mut errors = validation::validate_object_meta_update(info, &mut obj, &current);
-            if applied.is_none() {
-                obj = write::track_update(info, Some(&current), obj, opts)?;
-            }
-            if opts.subresource.is_empty() {
-                rt.strategy.prepare_for_update(&mut obj, &current);
-            } else {
-                rt.strategy
-                    .prepare_for_subresource_update(&opts.subresource, &mut obj, &current);
-            }
-            obj.drop_empty_metadata();
-            if errors.is_empty() {
-                errors.extend(validation::validate_object_meta(info, &obj));
-                errors.extend(rt.strategy.validate_write(&obj, Some(&current)));
-            }
-            if !errors.is_empty() {
-                return Err(Status::invalid(&info.group, &info.kind, name, &errors));
-            }
-            if let Some(admit) = &opts.admit {
-                admit(&obj, Some(&current))?;
-            }
-            obj.set_resource_version("");
-            let bytes = encode_stored(rt, &obj);
-            let terminating = !obj.deletion_timestamp().is_empty();
-            if terminating && obj.finalizers().is_empty() && !rt.strategy.holds_deletion(&obj) {
-                // The last finalizer is gone: the update completes the deletion.
-                if opts.dry_run {
-                    obj.set_resource_version(current.resource_version());
+            let answer = entered.push(&mut chain, value, &self.store);
+            drop(chain);
+            match answer.await {
+                Ok(Ok(revision)) => {
+                    rt.wrote(revision);
+                    obj.set_resource_version(&to_resource_version(revision).to_string());
                     return Ok(obj);
                 }
-                match self.store.delete(&key, Some(kv.mod_revision)).await {
-                    Ok((_, revision)) => {
-                        rt.wrote(revision);
-                        // At the deletion's revision, as the DELETED event has it.
-                        obj.set_resource_version(&to_resource_version(revision).to_string());
-                        return Ok(obj);
-                    }
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(e) => return Err(store_error(Op::Update, rt, name, e)),
+                // Retried: a precondition then fails against the newer object, as it should.
+                Ok(Err(StoreError::Conflict { .. })) => continue,
+                Ok(Err(e)) => return Err(store_error(Op::Update, rt, name, e)),
+                Err(_) => {
+                    return Err(Status::internal(
+                        "the update's write ended without an answer",
+                    ))
                 }
             }
-            // A stale value (read with an encryption key that no longer writes) is rewritten
-            // even when nothing changed, so that replacing every object moves it to the new key.
-            let unchanged = bytes == kv.value
-                && !(opts.dry_run
-                    || self
-                        .store
-                        .stale(&kv)
-                        .await
-                        .map_err(|e| store_error(Op::Update, rt, name, e))?);
-            if unchanged || opts.dry_run {
-                // Nothing changed (or nothing may be stored): no write, no new revision.
+        }
+    }
+
+    /// The update without turns: read, build, compare-and-swap, and again on a conflict (which
+    /// then fails a precondition). A dry run stops before the write.
+    async fn update_directly(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+        opts: &WriteOptions,
+        applied: Option<&Value>,
+        mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
+    ) -> Result<Object, Status> {
+        loop {
+            let (kv, current) = self.read_current(rt, key, name).await?;
+            let planned = self.plan_update(rt, name, opts, applied, mutate, &current)?;
+            let (mut obj, written) = match planned {
+                Planned::Delete(obj) if opts.dry_run => (obj, None),
+                Planned::Delete(mut obj) => {
+                    match self.store.delete(key, Some(kv.mod_revision)).await {
+                        Ok((_, revision)) => {
+                            rt.wrote(revision);
+                            // At the deletion's revision, as the DELETED event has it.
+                            obj.set_resource_version(&to_resource_version(revision).to_string());
+                            return Ok(obj);
+                        }
+                        Err(StoreError::Conflict { .. }) => continue,
+                        Err(e) => return Err(store_error(Op::Update, rt, name, e)),
+                    }
+                }
+                Planned::Write(obj, bytes) => {
+                    let unchanged = bytes == kv.value;
+                    let rewrite = !unchanged
+                        || self
+                            .store
+                            .stale(&kv)
+                            .await
+                            .map_err(|e| store_error(Op::Update, rt, name, e))?;
+                    if unchanged && (opts.dry_run || !rewrite) {
+                        return Ok(current);
+                    }
+                    (obj, (!opts.dry_run).then_some(bytes))
+                }
+            };
+            let Some(bytes) = written else {
+                // Nothing may be stored: the object as it would be, at the current version.
                 obj.set_resource_version(current.resource_version());
-                return Ok(if bytes == kv.value { current } else { obj });
-            }
-            match self.store.update(&key, bytes, kv.mod_revision).await {
+                return Ok(obj);
+            };
+            match self.store.update(key, bytes, kv.mod_revision).await {
                 Ok(new_kv) => {
                     rt.wrote(new_kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
@@ -558,6 +655,66 @@ impl Registry {
                 Err(e) => return Err(store_error(Op::Update, rt, name, e)),
             }
         }
+    }
+
+    /// One attempt of an update on top of `current`: the new object, checked and ready to
+    /// store, or the error that ends the update.
+    fn plan_update(
+        &self,
+        rt: &RegisteredType,
+        name: &str,
+        opts: &WriteOptions,
+        applied: Option<&Value>,
+        mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
+        current: &Object,
+    ) -> Result<Planned, Status> {
+        let info = &rt.info;
+        let mut obj = match applied {
+            Some(config) => {
+                let merged = write::apply_to(info, Some(current), config, opts)?;
+                self.decode_patched(rt, merged)?
+            }
+            None => mutate(current)?,
+        };
+        let precondition = match applied {
+            Some(config) => config
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            None => obj.resource_version(),
+        };
+        if !precondition.is_empty() && precondition != current.resource_version() {
+            to_revision(precondition)?;
+            return Err(Status::stale_conflict(&info.group, &info.resource, name));
+        }
+        let mut errors = validation::validate_object_meta_update(info, &mut obj, current);
+        if applied.is_none() {
+            obj = write::track_update(info, Some(current), obj, opts)?;
+        }
+        if opts.subresource.is_empty() {
+            rt.strategy.prepare_for_update(&mut obj, current);
+        } else {
+            rt.strategy
+                .prepare_for_subresource_update(&opts.subresource, &mut obj, current);
+        }
+        obj.drop_empty_metadata();
+        if errors.is_empty() {
+            errors.extend(validation::validate_object_meta(info, &obj));
+            errors.extend(rt.strategy.validate_write(&obj, Some(current)));
+        }
+        if !errors.is_empty() {
+            return Err(Status::invalid(&info.group, &info.kind, name, &errors));
+        }
+        if let Some(admit) = &opts.admit {
+            admit(&obj, Some(current))?;
+        }
+        obj.set_resource_version("");
+        let bytes = encode_stored(rt, &obj);
+        let terminating = !obj.deletion_timestamp().is_empty();
+        if terminating && obj.finalizers().is_empty() && !rt.strategy.holds_deletion(&obj) {
+            return Ok(Planned::Delete(obj));
+        }
+        Ok(Planned::Write(obj, bytes))
     }
 
     /// Reads the latest stored state of one object, or 404.
