@@ -135,6 +135,15 @@ pub struct Config {
     /// `--tls-private-key-file`); without them the server makes its own CA.
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
+    /// The CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap
+    /// (`--root-ca-file`, kube-controller-manager's flag). Without it the server publishes the
+    /// CA it made, or with `--tls-cert-file` the certificates of that file; with
+    /// `--insecure-http` and no file nothing is published.
+    pub root_ca_file: Option<PathBuf>,
+    /// Which of the controllers run (`--controllers`, kube-controller-manager's flag): `*` for
+    /// every one, a name to turn one on, `-name` to turn it off; names are canonical (the
+    /// aliases of [`CONTROLLERS`] are resolved when parsed). See [`Config::controller_enabled`].
+    pub controllers: Vec<String>,
     /// Kubernetes' `EncryptionConfiguration` (`--encryption-provider-config`): which resources
     /// are encrypted at rest, with which providers and keys.
     pub encryption_provider_config: Option<PathBuf>,
@@ -160,6 +169,20 @@ impl Config {
         })
     }
 }
+
+/// The controllers `--controllers` names, each with kube-controller-manager's name and its
+/// short alias; all run by default.
+pub const CONTROLLERS: [(&str, &str); 3] = [
+    (NAMESPACE_CONTROLLER, "namespace"),
+    (SERVICE_ACCOUNT_CONTROLLER, "serviceaccount"),
+    (ROOT_CA_PUBLISHER, "root-ca-cert-publisher"),
+];
+/// Namespace termination.
+pub const NAMESPACE_CONTROLLER: &str = "namespace-controller";
+/// The `default` ServiceAccount of every namespace.
+pub const SERVICE_ACCOUNT_CONTROLLER: &str = "serviceaccount-controller";
+/// The `kube-root-ca.crt` ConfigMap of every namespace.
+pub const ROOT_CA_PUBLISHER: &str = "root-ca-certificate-publisher-controller";
 
 impl Default for Config {
     /// The flags' defaults, except that no feature gate is set (a test turns on the ones it
@@ -194,6 +217,8 @@ impl Default for Config {
             authorization_mode: AuthorizationMode::Rbac,
             tls_cert_file: None,
             tls_private_key_file: None,
+            root_ca_file: None,
+            controllers: vec!["*".into()],
             encryption_provider_config: None,
             audit: AuditConfig::default(),
             log_format: LogFormat::Text,
@@ -327,6 +352,21 @@ pub struct ServeFlags {
         help_heading = heading::GENERIC
     )]
     feature_gates: Vec<Gates>,
+    /// The controllers to run, comma separated: * is every one, NAME turns one on, -NAME turns
+    /// it off (*,-serviceaccount runs all but that one). Controllers: namespace-controller
+    /// (namespace), serviceaccount-controller (serviceaccount),
+    /// root-ca-certificate-publisher-controller (root-ca-cert-publisher).
+    #[arg(
+        long,
+        value_name = "NAME[,...]",
+        default_value = "*",
+        value_delimiter = ',',
+        action = ArgAction::Set,
+        value_parser = controller_name,
+        env = "STRATA_CONTROLLERS",
+        help_heading = heading::GENERIC
+    )]
+    controllers: Vec<String>,
     /// How long requests in flight may take to finish at shutdown (SIGTERM or SIGINT).
     #[arg(
         long,
@@ -453,6 +493,16 @@ pub struct ServeFlags {
         help_heading = heading::SECURE_SERVING
     )]
     tls_private_key_file: Option<PathBuf>,
+    /// The CA bundle (PEM) published as ca.crt in the ConfigMap kube-root-ca.crt of every
+    /// namespace, for clients in the cluster to verify this server. By default the cluster's CA,
+    /// or with --tls-cert-file the certificates of that file.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "STRATA_ROOT_CA_FILE",
+        help_heading = heading::SECURE_SERVING
+    )]
+    root_ca_file: Option<PathBuf>,
     /// Serves plain HTTP instead of TLS: for local tests and benchmarks.
     #[arg(
         long,
@@ -749,6 +799,33 @@ fn audit_log_mode(value: &str) -> Result<AuditLogMode, String> {
     }
 }
 
+/// One `--controllers` item: `*`, a controller's name or alias, or either after `-`; aliases
+/// become names.
+fn controller_name(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    // `*` as it is; an empty item (`--controllers=`) names nothing.
+    if value == "*" || value.is_empty() {
+        return Ok(value.into());
+    }
+    let (minus, name) = match value.strip_prefix('-') {
+        Some(name) => ("-", name),
+        None => ("", value),
+    };
+    match CONTROLLERS
+        .iter()
+        .find(|(canonical, alias)| name == *canonical || name == *alias)
+    {
+        Some((canonical, _)) => Ok(format!("{minus}{canonical}")),
+        None => {
+            let known: Vec<&str> = CONTROLLERS.iter().map(|(c, _)| *c).collect();
+            Err(format!(
+                "{name:?} is not a known controller (known: {})",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
 /// A positive count flag.
 fn positive(value: &str) -> Result<usize, String> {
     match value.parse::<usize>() {
@@ -850,6 +927,8 @@ impl ServeFlags {
         c.listen = self.listen;
         c.tls_cert_file = self.tls_cert_file;
         c.tls_private_key_file = self.tls_private_key_file;
+        c.root_ca_file = self.root_ca_file;
+        c.controllers = self.controllers;
         c.insecure_http = self.insecure_http;
         c.http2_max_streams_per_connection = self.http2_max_streams_per_connection;
         c.audit = AuditConfig {
@@ -891,6 +970,17 @@ impl Config {
 
     pub fn gate(&self, name: &str) -> bool {
         self.feature_gates.get(name).copied().unwrap_or(false)
+    }
+
+    /// Whether `--controllers` runs the controller `name` (one of [`CONTROLLERS`]' names), as
+    /// kube-controller-manager reads the flag: `-name` turns it off, `name` on, and otherwise
+    /// `*` runs it (every controller is on by default).
+    pub fn controller_enabled(&self, name: &str) -> bool {
+        let said = |item: &str| self.controllers.iter().any(|c| c == item);
+        if said(&format!("-{name}")) {
+            return false;
+        }
+        said(name) || said("*")
     }
 }
 
@@ -956,6 +1046,8 @@ mod tests {
         assert_eq!(c.http2_max_streams_per_connection, 0);
         assert_eq!(c.tls_cert_file, d.tls_cert_file);
         assert_eq!(c.tls_private_key_file, d.tls_private_key_file);
+        assert_eq!(c.root_ca_file, d.root_ca_file);
+        assert_eq!(c.controllers, d.controllers);
         assert_eq!(c.encryption_provider_config, d.encryption_provider_config);
         assert_eq!(c.log_format, d.log_format);
         assert_eq!(c.verbosity, 0);
@@ -1000,6 +1092,8 @@ mod tests {
             "--authorization-mode=AlwaysAllow",
             "--tls-cert-file=/tls.crt",
             "--tls-private-key-file=/tls.key",
+            "--root-ca-file=/root-ca.crt",
+            "--controllers=*,-serviceaccount",
             "--encryption-provider-config=/enc.yaml",
             "--log-format=json",
             "--v=3",
@@ -1030,6 +1124,8 @@ mod tests {
         assert_eq!(c.authorization_mode, AuthorizationMode::AlwaysAllow);
         assert_eq!(c.tls_cert_file, Some(PathBuf::from("/tls.crt")));
         assert_eq!(c.tls_private_key_file, Some(PathBuf::from("/tls.key")));
+        assert_eq!(c.root_ca_file, Some(PathBuf::from("/root-ca.crt")));
+        assert_eq!(c.controllers, ["*", "-serviceaccount-controller"]);
         assert_eq!(
             c.encryption_provider_config,
             Some(PathBuf::from("/enc.yaml"))
@@ -1302,6 +1398,41 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.watch_buffer_size, 3);
         println!("env child checked");
+    }
+
+    /// `--controllers` as kube-controller-manager reads it: names or aliases, `*`, `-name`.
+    #[test]
+    fn controllers_flag() {
+        let none: [&str; 0] = [];
+        let c = Config::from_args(none).unwrap();
+        for (name, _) in CONTROLLERS {
+            assert!(c.controller_enabled(name), "{name} runs by default");
+            assert!(Config::default().controller_enabled(name), "{name}");
+        }
+        let c = Config::from_args(["--controllers=*,-serviceaccount"]).unwrap();
+        assert!(!c.controller_enabled(SERVICE_ACCOUNT_CONTROLLER));
+        assert!(c.controller_enabled(ROOT_CA_PUBLISHER));
+        assert!(c.controller_enabled(NAMESPACE_CONTROLLER));
+        let c = Config::from_args([
+            "--controllers",
+            "namespace-controller,root-ca-cert-publisher",
+        ])
+        .unwrap();
+        assert!(c.controller_enabled(NAMESPACE_CONTROLLER));
+        assert!(c.controller_enabled(ROOT_CA_PUBLISHER));
+        assert!(!c.controller_enabled(SERVICE_ACCOUNT_CONTROLLER));
+        // `-name` wins over `name`; an empty list runs nothing.
+        let c = Config::from_args(["--controllers=namespace,-namespace"]).unwrap();
+        assert!(!c.controller_enabled(NAMESPACE_CONTROLLER));
+        let c = Config::from_args(["--controllers="]).unwrap();
+        assert!(!c.controller_enabled(NAMESPACE_CONTROLLER));
+        let e = Config::from_args(["--controllers=*,-replicaset"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--controllers") && e.contains("\"replicaset\" is not a known controller"),
+            "{e}"
+        );
     }
 
     /// The auditing flags, under kube-apiserver's names and defaults.

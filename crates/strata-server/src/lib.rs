@@ -18,7 +18,7 @@ use strata_auth::authn::{AuthnConfig, TokenFile};
 use strata_auth::rbac::RbacAuthorizer;
 use strata_auth::{UserInfo, AUTHENTICATED, MASTERS};
 use strata_controllers::namespace::{NamespaceController, NamespaceControllerConfig};
-use strata_controllers::CrdController;
+use strata_controllers::{CrdController, RootCaPublisher, ServiceAccountController};
 use strata_http::{Frontend, FrontendConfig};
 use strata_registry::encryption::{EncryptingStore, EncryptionConfig};
 use strata_registry::{Registry, RegistryConfig, WriteOptions};
@@ -215,6 +215,25 @@ fn request_metrics_on() -> Result<bool, String> {
     }
 }
 
+/// The CA bundle published in every namespace's `kube-root-ca.crt`: the `--root-ca-file`, else
+/// the CA that signed the generated serving certificate, else (the operator's own serving
+/// certificate) the certificates of `--tls-cert-file`; none on plain HTTP without the file.
+fn root_ca_bundle(config: &Config, tls: Option<&pki::Tls>) -> Result<Option<String>, String> {
+    if let Some(path) = &config.root_ca_file {
+        return pki::certificate_bundle(path).map(Some);
+    }
+    match (tls, &config.tls_cert_file) {
+        (
+            Some(pki::Tls {
+                ca_pem: Some(ca), ..
+            }),
+            _,
+        ) => Ok(Some(ca.clone())),
+        (Some(_), Some(chain)) => pki::certificate_bundle(chain).map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// A server bound to its address, ready to serve.
 pub struct Server {
     listener: TcpListener,
@@ -225,6 +244,9 @@ pub struct Server {
     url: String,
     /// Serves the custom resource types; runs with the server.
     crds: Option<Arc<CrdController>>,
+    /// The CA bundle the root CA publisher puts in every namespace; `None` when there is none
+    /// to publish (plain HTTP without `--root-ca-file`).
+    root_ca: Option<String>,
 }
 
 impl std::fmt::Debug for Server {
@@ -388,6 +410,7 @@ impl Server {
             (Some(cert), Some(key)) => Some(pki::from_files(cert, key)?),
             _ => Some(pki::generated(store.as_ref(), &config.data_dir, bound).await?),
         };
+        let root_ca = root_ca_bundle(&config, tls.as_ref())?;
         let host = if bound.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], bound.port()))
         } else {
@@ -412,6 +435,7 @@ impl Server {
             tls,
             url,
             crds,
+            root_ca,
         })
     }
 
@@ -437,25 +461,56 @@ impl Server {
             self.config.history_retention,
             self.config.compaction_tick(),
         ));
-        let namespaces = NamespaceController::new(
-            self.frontend.registry.clone(),
-            NamespaceControllerConfig::default(),
-        )
-        .map(|c| tokio::spawn(c.run()));
+        let registry = &self.frontend.registry;
+        let enabled = |name| self.config.controller_enabled(name);
+        let namespaces = enabled(config::NAMESPACE_CONTROLLER)
+            .then(|| {
+                NamespaceController::new(registry.clone(), NamespaceControllerConfig::default())
+            })
+            .flatten()
+            .map(|c| tokio::spawn(c.run()));
+        let service_accounts = enabled(config::SERVICE_ACCOUNT_CONTROLLER)
+            .then(|| ServiceAccountController::new(registry.clone()))
+            .flatten()
+            .map(Arc::new);
+        let root_ca = match &self.root_ca {
+            Some(bundle) if enabled(config::ROOT_CA_PUBLISHER) => {
+                RootCaPublisher::new(registry.clone(), bundle.clone()).map(Arc::new)
+            }
+            _ => None,
+        };
         let crds = self.crds.map(|c| {
+            let task = tokio::spawn(c.clone().run());
+            (c, task)
+        });
+        let service_accounts = service_accounts.map(|c| {
+            let task = tokio::spawn(c.clone().run());
+            (c, task)
+        });
+        let root_ca = root_ca.map(|c| {
             let task = tokio::spawn(c.clone().run());
             (c, task)
         });
         // The CRD controller opens its watch before the first request is accepted, so that
         // `/readyz` (informer-sync) is not failing at start; a watch that cannot be opened
-        // within a few seconds leaves the server serving and `/readyz` failing.
-        if let Some((c, _)) = &crds {
-            let deadline = Instant::now() + CONTROLLERS_SYNC_WAIT;
-            while !c.has_synced() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+        // within a few seconds leaves the server serving and `/readyz` failing. The
+        // ServiceAccount controller and the root CA publisher make their first pass over the
+        // namespaces there are, so that those have their `default` ServiceAccount and
+        // `kube-root-ca.crt` from the first request on.
+        let synced = || {
+            crds.as_ref().is_none_or(|(c, _)| c.has_synced())
+                && service_accounts
+                    .as_ref()
+                    .is_none_or(|(c, _)| c.has_synced())
+                && root_ca.as_ref().is_none_or(|(c, _)| c.has_synced())
+        };
+        let deadline = Instant::now() + CONTROLLERS_SYNC_WAIT;
+        while !synced() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let crds = crds.map(|(_, task)| task);
+        let service_accounts = service_accounts.map(|(_, task)| task);
+        let root_ca = root_ca.map(|(_, task)| task);
         strata_http::serve(
             self.listener,
             self.frontend,
@@ -466,7 +521,10 @@ impl Server {
         )
         .await;
         compaction.abort();
-        for task in [namespaces, crds].into_iter().flatten() {
+        for task in [namespaces, crds, service_accounts, root_ca]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
     }

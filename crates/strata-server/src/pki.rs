@@ -295,6 +295,36 @@ pub async fn generated(
     })
 }
 
+/// The certificates of a PEM file (`--root-ca-file`, or the serving chain of `--tls-cert-file`)
+/// as a bundle to publish: only its `CERTIFICATE` blocks, each checked to parse, so that a key
+/// kept in the same file is never published. Fails when the file holds no certificate.
+pub fn certificate_bundle(path: &Path) -> Result<String, String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+    let mut bundle = String::new();
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find(BEGIN) {
+        let block = &rest[start..];
+        let Some(end) = block.find(END) else {
+            return Err(format!(
+                "{}: a certificate is not terminated",
+                path.display()
+            ));
+        };
+        let block = &block[..end + END.len()];
+        CertificateDer::from_pem_slice(block.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        bundle.push_str(block);
+        bundle.push('\n');
+        rest = &rest[start + end + END.len()..];
+    }
+    if bundle.is_empty() {
+        return Err(format!("{}: no certificate found", path.display()));
+    }
+    Ok(bundle)
+}
+
 /// The cluster's admin token: the store's, made (or taken from the data directory of an older
 /// server) on first start, and copied to `<data-dir>/pki/admin.token`.
 pub async fn admin_token(store: &dyn Store, data_dir: &Path) -> Result<String, String> {
@@ -363,4 +393,40 @@ preferences: {{}}
     let path = data_dir.join("admin.kubeconfig");
     write_private(&path, text.as_bytes())?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bundle holds the file's certificates and nothing else; a file without one is refused.
+    #[test]
+    fn bundles_keep_only_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = KeyPair::generate().unwrap();
+        let ca = ca_params().unwrap().self_signed(&key).unwrap();
+        let (serving, serving_key) =
+            serving_certificate("127.0.0.1:6443".parse().unwrap(), &key, &ca).unwrap();
+        let file = dir.path().join("chain.pem");
+        std::fs::write(
+            &file,
+            format!(
+                "leaf\n{serving}{}\n{}",
+                serving_key.serialize_pem(),
+                ca.pem()
+            ),
+        )
+        .unwrap();
+        let bundle = certificate_bundle(&file).unwrap();
+        assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2, "{bundle}");
+        assert!(!bundle.contains("PRIVATE KEY"), "{bundle}");
+        assert!(bundle.starts_with("-----BEGIN CERTIFICATE-----"));
+        let parsed: Vec<_> = CertificateDer::pem_slice_iter(bundle.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(parsed.len(), 2);
+        std::fs::write(&file, serving_key.serialize_pem()).unwrap();
+        let e = certificate_bundle(&file).unwrap_err();
+        assert!(e.contains("no certificate found"), "{e}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::common::{assert_status, within, TestServer};
+use crate::common::{assert_status, own_item_names, within, TestServer};
 use serde_json::{json, Value};
 
 const SA: &str = "/api/v1/namespaces/default/serviceaccounts";
@@ -117,33 +117,40 @@ async fn lists_in_a_namespace_and_across_namespaces() {
     assert_eq!(list["kind"], "ServiceAccountList");
     assert_eq!(list["apiVersion"], "v1");
     assert!(list["metadata"]["resourceVersion"].is_string());
-    let names: Vec<_> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["metadata"]["name"].clone())
-        .collect();
-    assert_eq!(names, [json!("a"), json!("b")]);
+    assert_eq!(own_item_names(&list), ["a", "b"]);
     assert!(
         list["items"][0].get("kind").is_none(),
         "items carry no type fields"
     );
 
+    // Across namespaces: the three, and the default ServiceAccount of each of the five
+    // namespaces (the four the server starts with and `other`).
+    let h = s.http();
+    for ns in [
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "other",
+    ] {
+        h.wait_default_sa(ns).await;
+    }
     let all = s.get("/api/v1/serviceaccounts").await.json();
-    assert_eq!(all["items"].as_array().unwrap().len(), 3);
+    assert_eq!(own_item_names(&all), ["a", "b", "c"]);
+    assert_eq!(all["items"].as_array().unwrap().len(), 8);
 
     // Chunks: limit, continue, remainingItemCount; one snapshot across chunks.
     let first = s.get("/api/v1/serviceaccounts?limit=2").await.json();
     assert_eq!(first["items"].as_array().unwrap().len(), 2);
-    assert_eq!(first["metadata"]["remainingItemCount"], 1);
+    assert_eq!(first["metadata"]["remainingItemCount"], 6);
     let token = first["metadata"]["continue"].as_str().unwrap().to_string();
     s.post_json(SA, &json!({"metadata": {"name": "z-late"}}))
         .await;
     let second = s
-        .get(&format!("/api/v1/serviceaccounts?limit=2&continue={token}"))
+        .get(&format!("/api/v1/serviceaccounts?limit=6&continue={token}"))
         .await
         .json();
-    assert_eq!(second["items"].as_array().unwrap().len(), 1);
+    assert_eq!(second["items"].as_array().unwrap().len(), 6);
     assert_eq!(
         second["metadata"]["resourceVersion"],
         first["metadata"]["resourceVersion"]
@@ -155,8 +162,9 @@ async fn lists_in_a_namespace_and_across_namespaces() {
         .await;
     assert_status(&r, 400, "BadRequest");
 
+    // No ConfigMaps in kube-public (a plain-HTTP server publishes no root CA).
     let empty = s
-        .get("/api/v1/namespaces/kube-public/serviceaccounts")
+        .get("/api/v1/namespaces/kube-public/configmaps")
         .await
         .json();
     assert_eq!(empty["items"], json!([]));
@@ -394,8 +402,17 @@ async fn namespaces_crud() {
         }
     })
     .await;
+    // Its ServiceAccounts went with it; the other namespaces keep only their default ones.
     let all = s.get("/api/v1/serviceaccounts").await.json();
-    assert!(all["items"].as_array().unwrap().is_empty());
+    assert!(
+        all["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["metadata"]["namespace"] != "team-a"),
+        "{all}"
+    );
+    assert_eq!(own_item_names(&all), Vec::<String>::new());
     assert_status(
         &s.delete("/api/v1/namespaces/default").await,
         403,
@@ -414,10 +431,11 @@ async fn deletecollection_returns_status() {
     let v = r.json();
     assert_eq!(v["kind"], "Status");
     assert_eq!(v["status"], "Success");
-    assert!(s.get(SA).await.json()["items"]
-        .as_array()
-        .unwrap()
-        .is_empty());
+    // All three went (the default ServiceAccount too, which the server makes again).
+    assert_eq!(
+        own_item_names(&s.get(SA).await.json()),
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test]
@@ -491,14 +509,13 @@ async fn discovery_and_openapi() {
             .map(|r| r["resource"].as_str().unwrap().to_string())
             .collect()
     };
-    // The access and rules reviews are virtual types: listed, create only.
+    // The access reviews are virtual types: listed, create only.
     let authz = group("authorization.k8s.io");
     assert_eq!(
         resources(&authz),
         [
             "localsubjectaccessreviews",
             "selfsubjectaccessreviews",
-            "selfsubjectrulesreviews",
             "subjectaccessreviews"
         ]
     );
@@ -508,7 +525,7 @@ async fn discovery_and_openapi() {
     );
     assert_eq!(
         resources(&group("authentication.k8s.io")),
-        ["selfsubjectreviews", "tokenreviews"]
+        ["selfsubjectreviews"]
     );
     let legacy_authz = s.get("/apis/authorization.k8s.io/v1").await.json();
     assert_eq!(legacy_authz["kind"], "APIResourceList");
@@ -583,7 +600,12 @@ async fn tables_for_kubectl() {
     let s = TestServer::start();
     s.post_json(SA, &json!({"metadata": {"name": "t"}})).await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-    let t = s.send("GET", SA, None, &[("accept", accept)]).await.json();
+    // The test's own ServiceAccount only (not the namespace's default one).
+    let only_t = format!("{SA}?fieldSelector=metadata.name%3Dt");
+    let t = s
+        .send("GET", &only_t, None, &[("accept", accept)])
+        .await
+        .json();
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
     assert_eq!(t["columnDefinitions"][0]["name"], "Name");

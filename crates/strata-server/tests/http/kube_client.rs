@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::common::TestServer;
+use crate::common::{TestServer, NAMESPACE_DEFAULTS};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Preconditions;
@@ -56,6 +56,14 @@ fn names<K: ResourceExt>(items: &[K]) -> Vec<String> {
     items.iter().map(|i| i.name_any()).collect()
 }
 
+/// [`names`] without what the server keeps in every namespace (the `default` ServiceAccount).
+fn own_names<K: ResourceExt>(items: &[K]) -> Vec<String> {
+    names(items)
+        .into_iter()
+        .filter(|n| !NAMESPACE_DEFAULTS.contains(&n.as_str()))
+        .collect()
+}
+
 #[tokio::test]
 async fn service_account_crud() {
     let s = TestServer::start();
@@ -77,7 +85,7 @@ async fn service_account_crud() {
     assert_eq!(sas.get_opt("robot").await.unwrap(), Some(created.clone()));
 
     let list = sas.list(&ListParams::default()).await.unwrap();
-    assert_eq!(names(&list.items), ["robot"]);
+    assert_eq!(own_names(&list.items), ["robot"]);
     assert!(list.metadata.resource_version.is_some());
 
     // Replace with the current resourceVersion.
@@ -211,6 +219,9 @@ async fn list_pages_through_continue() {
     for name in &want {
         sas.create(&PostParams::default(), &sa(name)).await.unwrap();
     }
+    // The namespace's default ServiceAccount is listed first, so six in three pages.
+    s.http().wait_default_sa("default").await;
+    let want: Vec<String> = std::iter::once("default".to_string()).chain(want).collect();
 
     let mut seen = Vec::new();
     let mut lp = ListParams::default().limit(2);
@@ -256,7 +267,7 @@ async fn list_pages_through_continue() {
 
     // A fresh list sees the late one.
     let all = sas.list(&ListParams::default()).await.unwrap();
-    assert_eq!(all.items.len(), 6);
+    assert_eq!(all.items.len(), 7);
     assert!(all.metadata.continue_.as_deref().unwrap_or("").is_empty());
 }
 
@@ -285,12 +296,25 @@ async fn list_across_namespaces() {
         .unwrap();
     assert_eq!(created_c.namespace().as_deref(), Some("other"));
 
+    // Each of the five namespaces also has its default ServiceAccount.
+    let h = s.http();
+    for ns in [
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "other",
+    ] {
+        h.wait_default_sa(ns).await;
+    }
     let all: Api<ServiceAccount> = Api::all(c.clone());
     let list = all.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 8);
     let mut pairs: Vec<(String, String)> = list
         .items
         .iter()
         .map(|i| (i.namespace().unwrap_or_default(), i.name_any()))
+        .filter(|(_, name)| !NAMESPACE_DEFAULTS.contains(&name.as_str()))
         .collect();
     pairs.sort();
     assert_eq!(
@@ -306,13 +330,14 @@ async fn list_across_namespaces() {
     assert_eq!(page.items.len(), 2);
     let token = page.metadata.continue_.expect("continue token");
     let rest = all
-        .list(&ListParams::default().limit(2).continue_token(&token))
+        .list(&ListParams::default().limit(6).continue_token(&token))
         .await
         .unwrap();
-    assert_eq!(rest.items.len(), 1);
+    assert_eq!(rest.items.len(), 6);
+    assert!(rest.metadata.continue_.as_deref().unwrap_or("").is_empty());
 
     assert_eq!(
-        names(&in_other.list(&ListParams::default()).await.unwrap().items),
+        own_names(&in_other.list(&ListParams::default()).await.unwrap().items),
         ["b", "c"]
     );
 }
@@ -618,7 +643,7 @@ async fn delete_params_and_delete_collection() {
     let status = answer.right().expect("deletecollection answers a Status");
     assert!(status.is_success(), "{status:?}");
     let left = api.list(&ListParams::default()).await.unwrap();
-    assert_eq!(names(&left.items), ["keep"]);
+    assert_eq!(own_names(&left.items), ["keep"]);
 }
 
 /// `kube::runtime::finalizer` driving a small controller: it adds its finalizer, and on

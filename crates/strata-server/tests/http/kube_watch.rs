@@ -90,6 +90,7 @@ async fn reflector_converges(config: watcher::Config) {
         )
         .await
         .expect("create the namespace");
+    s.http().wait_default_sa(NS).await;
     let api: Api<ServiceAccount> = Api::namespaced(c.clone(), NS);
     for i in 0..10 {
         api.create(&PostParams::default(), &sa(&format!("seed-{i}")))
@@ -146,7 +147,9 @@ async fn reflector_converges(config: watcher::Config) {
     }
     let list = api.list(&ListParams::default()).await.expect("list");
     let want = versions(list.items.iter());
-    assert_eq!(want.len(), 10 + 3 * (rounds / 3 + 1), "{want:?}");
+    // The seeds, what the writers left, and the namespace's default ServiceAccount.
+    assert_eq!(want.len(), 10 + 3 * (rounds / 3 + 1) + 1, "{want:?}");
+    assert!(want.contains_key("default"), "{want:?}");
 
     // The store catches up with the last events shortly after the writes end.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -330,7 +330,7 @@ fn service_account_lifecycle(version: Version) {
     // Across namespaces: the NAMESPACE column comes from the rows' objects.
     let out = k.ok(&["get", "sa", "-A"]);
     assert!(out.starts_with("NAMESPACE"), "{out}");
-    assert_eq!(row(&out, "default")[..2], ["default", "robot"]);
+    assert!(has_row(&out, &["default", "robot"]), "{out}");
     let out = k.ok(&["get", "sa", "-A", "-o", "yaml"]);
     for part in [
         "kind: List",
@@ -351,11 +351,13 @@ fn service_account_lifecycle(version: Version) {
     let many = k.manifest("many.yaml", &many);
     let out = k.ok(&["create", "-f", &many]);
     assert_eq!(out.lines().count(), 4, "{out}");
+    // With the namespace's default ServiceAccount, there from the server's start.
     let out = k.ok(&["get", "sa", "--chunk-size=2", "-o", "name"]);
     let listed: Vec<&str> = out.lines().collect();
     assert_eq!(
         listed,
         [
+            "serviceaccount/default",
             "serviceaccount/extra-0",
             "serviceaccount/extra-1",
             "serviceaccount/extra-2",
@@ -364,7 +366,7 @@ fn service_account_lifecycle(version: Version) {
         ]
     );
     let out = k.ok(&["get", "sa", "--chunk-size=2"]);
-    assert_eq!(out.lines().count(), 6, "header and 5 rows:\n{out}");
+    assert_eq!(out.lines().count(), 7, "header and 6 rows:\n{out}");
 
     // replace -f with the live resourceVersion.
     let live = k.get_json(&["sa", "robot"]);
@@ -493,7 +495,7 @@ fn namespaces(version: Version) {
     let out = k.ok(&["get", "sa", "-n", "foo"]);
     assert_eq!(row(&out, "bar")[0], "bar");
     let out = k.ok(&["get", "sa", "-A"]);
-    assert_eq!(row(&out, "foo")[..2], ["foo", "bar"]);
+    assert!(has_row(&out, &["foo", "bar"]), "{out}");
 
     let r = k.fails(&["get", "ns", "missing"]);
     assert!(r.stderr.contains("NotFound"), "{}", r.stderr);
@@ -603,18 +605,34 @@ fn chunked_get(version: Version) {
             h.create_sa("chunky", &format!("sa-{i}"), Value::Null).await;
         }
         h.create_sa("default", "sa-d", Value::Null).await;
+        // Each namespace also has its default ServiceAccount.
+        for ns in [
+            "chunky",
+            "default",
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+        ] {
+            h.wait_default_sa(ns).await;
+        }
     });
     let out = k.ok(&["get", "sa", "-n", "chunky", "--chunk-size=2", "-o", "name"]);
     let listed: Vec<&str> = out.lines().collect();
-    let want: Vec<String> = (0..5).map(|i| format!("serviceaccount/sa-{i}")).collect();
+    let want: Vec<String> = std::iter::once("serviceaccount/default".to_string())
+        .chain((0..5).map(|i| format!("serviceaccount/sa-{i}")))
+        .collect();
     assert_eq!(listed, want);
     let out = k.ok(&["get", "sa", "-n", "chunky", "--chunk-size=2"]);
-    assert_eq!(out.lines().count(), 6, "header and 5 rows:\n{out}");
+    assert_eq!(out.lines().count(), 7, "header and 6 rows:\n{out}");
     for i in 0..5 {
         assert!(row_exists(&out, &format!("sa-{i}")), "{out}");
     }
     let out = k.ok(&["get", "sa", "-A", "--chunk-size=2"]);
-    assert_eq!(out.lines().count(), 7, "header and 6 rows:\n{out}");
+    assert_eq!(
+        out.lines().count(),
+        12,
+        "header, 6 rows and the default ServiceAccounts of the other four namespaces:\n{out}"
+    );
     assert!(has_row(&out, &["default", "sa-d"]), "{out}");
     assert!(has_row(&out, &["chunky", "sa-4"]), "{out}");
 }
@@ -734,8 +752,15 @@ fn delete_all_and_namespaces_with_content(version: Version) {
             "{out}"
         );
     }
+    // (Leaving out the namespace's default ServiceAccount.)
+    let own = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| *l != "serviceaccount/default")
+            .map(String::from)
+            .collect()
+    };
     let out = k.ok(&["get", "sa", "-n", "team", "-o", "name"]);
-    assert_eq!(out.trim(), "serviceaccount/c");
+    assert_eq!(own(&out), ["serviceaccount/c"]);
     block_on(s.http().create_sa("team", "d", Value::Null));
     let out = k.ok(&["delete", "sa", "--all", "-n", "team"]);
     for name in ["c", "d"] {
@@ -745,7 +770,8 @@ fn delete_all_and_namespaces_with_content(version: Version) {
         );
     }
     let r = k.run(&["get", "sa", "-n", "team", "-o", "name"]);
-    assert_eq!(r.stdout.trim(), "", "{}", r.stderr);
+    assert!(r.success(), "{}", r.stderr);
+    assert_eq!(own(&r.stdout), Vec::<String>::new());
 
     // Content held by a finalizer keeps the namespace Terminating; kubectl waits.
     let path = "/api/v1/namespaces/team/serviceaccounts";
@@ -1119,7 +1145,7 @@ fn tls_admin_kubeconfig_and_service_account_tokens(version: Version) {
     );
     assert!(text.contains("certificate-authority-data:"), "{text}");
     let out = k.ok(&["get", "sa", "-n", "kube-system", "-o", "name"]);
-    assert_eq!(out.trim(), "", "{out}");
+    assert_eq!(out.trim(), "serviceaccount/default", "{out}");
     let out = k.ok(&[
         "auth",
         "whoami",

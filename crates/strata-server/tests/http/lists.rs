@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::{
-    assert_status, enc, item_names, rv_of, sa_path, within, Http, Reply, TestServer,
+    assert_status, enc, own_item_names as item_names, rv_of, sa_path, within, Http, Reply,
+    TestServer, NAMESPACE_DEFAULTS,
 };
 use serde_json::{json, Value};
 
@@ -29,7 +30,8 @@ fn list_rv(list: &Value) -> String {
         .to_string()
 }
 
-/// (name, resourceVersion) of every item, in list order.
+/// (name, resourceVersion) of every item, in list order, leaving out the namespace's default
+/// ServiceAccount (the server's; `item_names` is `own_item_names` here for the same reason).
 fn name_rvs(list: &Value) -> Vec<(String, u64)> {
     list["items"]
         .as_array()
@@ -41,6 +43,7 @@ fn name_rvs(list: &Value) -> Vec<(String, u64)> {
                 rv_of(i),
             )
         })
+        .filter(|(name, _)| !NAMESPACE_DEFAULTS.contains(&name.as_str()))
         .collect()
 }
 
@@ -119,6 +122,8 @@ async fn chunks_come_from_one_snapshot() {
         let s = TestServer::start();
         let h = s.http();
         h.create_namespace("chunks").await;
+        // Its default ServiceAccount sorts after the test's ten: eleven in all.
+        h.wait_default_sa("chunks").await;
         let path = sa_path("chunks");
         let mut created = BTreeMap::new();
         for i in 0..10 {
@@ -130,7 +135,7 @@ async fn chunks_come_from_one_snapshot() {
         let first = h.get_ok(&format!("{path}?limit=3")).await;
         assert_eq!(first["kind"], "ServiceAccountList");
         assert_eq!(item_names(&first), ["a0", "a1", "a2"]);
-        assert_eq!(first["metadata"]["remainingItemCount"], 7, "{first}");
+        assert_eq!(first["metadata"]["remainingItemCount"], 8, "{first}");
         let snapshot = list_rv(&first);
         assert!(!continue_of(&first).is_empty(), "{first}");
 
@@ -148,7 +153,7 @@ async fn chunks_come_from_one_snapshot() {
         assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
 
         let pages = all_pages(&h, &path, 3, first).await;
-        assert_eq!(pages.len(), 4, "10 items in chunks of 3");
+        assert_eq!(pages.len(), 4, "11 items in chunks of 3");
         let mut seen = Vec::new();
         for (n, page) in pages.iter().enumerate() {
             assert_eq!(page["kind"], "ServiceAccountList");
@@ -190,6 +195,8 @@ async fn remaining_item_count_is_exact_and_omitted_where_unknown() {
         let s = TestServer::start();
         let h = s.http();
         h.create_namespace("count").await;
+        // Seven, and the default ServiceAccount after them.
+        h.wait_default_sa("count").await;
         let path = sa_path("count");
         for i in 0..7 {
             h.create_sa("count", &format!("c{i}"), json!({"app": "x"}))
@@ -206,7 +213,7 @@ async fn remaining_item_count_is_exact_and_omitted_where_unknown() {
             if n + 1 < pages.len() {
                 assert_eq!(
                     page["metadata"]["remainingItemCount"],
-                    7 - returned,
+                    8 - returned,
                     "chunk {n}: {page}"
                 );
             } else {
@@ -216,11 +223,11 @@ async fn remaining_item_count_is_exact_and_omitted_where_unknown() {
                 );
             }
         }
-        assert_eq!(returned, 7);
+        assert_eq!(returned, 8);
 
         // A limit that covers everything: one complete chunk, no token, no count.
         let whole = h.get_ok(&format!("{path}?limit=50")).await;
-        assert_eq!(whole["items"].as_array().unwrap().len(), 7);
+        assert_eq!(whole["items"].as_array().unwrap().len(), 8);
         assert!(continue_of(&whole).is_empty(), "{whole}");
         assert!(
             whole["metadata"].get("remainingItemCount").is_none(),
@@ -264,7 +271,7 @@ async fn remaining_item_count_is_exact_and_omitted_where_unknown() {
                     "{selector}: {page}"
                 );
                 names.extend(item_names(&page));
-                assert!(names.len() <= 7, "paging does not end");
+                assert!(names.len() <= 8, "paging does not end");
             }
             let want: Vec<String> = (0..7)
                 .map(|i| format!("c{i}"))
@@ -283,6 +290,8 @@ async fn tampered_and_foreign_continue_tokens_are_rejected() {
         let h = s.http();
         h.create_namespace("one").await;
         h.create_namespace("two").await;
+        // The default ServiceAccount sorts first: default, t0 | t1, t2 | t3.
+        h.wait_default_sa("one").await;
         for ns in ["one", "two"] {
             for i in 0..4 {
                 h.create_sa(ns, &format!("t{i}"), Value::Null).await;
@@ -299,7 +308,7 @@ async fn tampered_and_foreign_continue_tokens_are_rejected() {
                 enc(&token)
             ))
             .await;
-        assert_eq!(item_names(&next), ["t2", "t3"]);
+        assert_eq!(item_names(&next), ["t1", "t2"]);
 
         let mut tampered = vec![
             "bogus".to_string(),
@@ -376,6 +385,8 @@ async fn continue_token_expires_after_its_lifetime() {
         let s = TestServer::start_with(&["--continue-token-lifetime", "3s"]);
         let h = s.http();
         h.create_namespace("life").await;
+        // The default ServiceAccount sorts first: default | l0 | l1 ...
+        h.wait_default_sa("life").await;
         let path = sa_path("life");
         for i in 0..4 {
             h.create_sa("life", &format!("l{i}"), Value::Null).await;
@@ -388,7 +399,7 @@ async fn continue_token_expires_after_its_lifetime() {
                 enc(&continue_of(&first))
             ))
             .await;
-        assert_eq!(item_names(&second), ["l1"]);
+        assert_eq!(item_names(&second), ["l0"]);
         let token = continue_of(&second);
         assert!(!token.is_empty());
 
@@ -401,7 +412,7 @@ async fn continue_token_expires_after_its_lifetime() {
 
         // Starting over works.
         let again = h.get_ok(&format!("{path}?limit=1")).await;
-        assert_eq!(item_names(&again), ["l0"]);
+        assert_eq!(crate::common::item_names(&again), ["default"]);
     })
     .await;
 }
@@ -419,6 +430,7 @@ async fn compacted_revisions_are_gone_for_lists() {
         ]);
         let h = s.http();
         h.create_namespace("old").await;
+        h.wait_default_sa("old").await;
         let path = sa_path("old");
         for i in 0..4 {
             h.create_sa("old", &format!("o{i}"), Value::Null).await;
@@ -472,11 +484,12 @@ async fn compacted_revisions_are_gone_for_lists() {
                 "{path}?resourceVersion={snapshot}&resourceVersionMatch=NotOlderThan"
             ))
             .await;
-        assert_eq!(list["items"].as_array().unwrap().len(), 9);
+        // Nine, and the default ServiceAccount.
+        assert_eq!(list["items"].as_array().unwrap().len(), 10);
         let list = h
             .get_ok(&format!("{path}?resourceVersion={snapshot}"))
             .await;
-        assert_eq!(list["items"].as_array().unwrap().len(), 9);
+        assert_eq!(list["items"].as_array().unwrap().len(), 10);
         let got = h
             .get_ok(&format!("{path}/o2?resourceVersion={snapshot}"))
             .await;
@@ -546,7 +559,7 @@ async fn label_selectors_filter_lists() {
                     ))
                     .await;
                 names.extend(item_names(&page));
-                assert!(names.len() <= 5, "paging does not end");
+                assert!(names.len() <= 6, "paging does not end");
             }
             assert_eq!(names, *want, "chunked labelSelector={selector:?}");
         }
@@ -653,6 +666,8 @@ async fn field_selectors_filter_lists() {
                         i["metadata"]["name"].as_str().unwrap()
                     )
                 })
+                // Not the namespaces' default ServiceAccounts.
+                .filter(|n| !n.ends_with("/default"))
                 .collect();
             assert_eq!(got, *want, "{base}?fieldSelector={selector}");
         }

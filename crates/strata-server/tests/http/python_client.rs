@@ -74,9 +74,10 @@ expect_status(lambda: v1.replace_namespaced_service_account("robot", "default", 
 # Paging with limit=1 and _continue.
 for name in ["b1", "b2", "b3"]:
     v1.create_namespaced_service_account("default", sa(name))
+# With the namespace's own ServiceAccount "default", which the server keeps there.
 page = v1.list_namespaced_service_account("default", limit=1)
 assert page.kind == "ServiceAccountList", page.kind
-assert page.metadata.remaining_item_count == 3, page.metadata
+assert page.metadata.remaining_item_count == 4, page.metadata
 names = [i.metadata.name for i in page.items]
 pages = 1
 while page.metadata._continue:
@@ -84,12 +85,12 @@ while page.metadata._continue:
     names += [i.metadata.name for i in page.items]
     pages += 1
     assert pages < 10, "paging does not end"
-assert names == ["b1", "b2", "b3", "robot"], names
-assert pages == 4, pages
+assert names == ["b1", "b2", "b3", "default", "robot"], names
+assert pages == 5, pages
 everywhere = v1.list_service_account_for_all_namespaces()
-assert sorted((i.metadata.namespace, i.metadata.name) for i in everywhere.items) == [
-    ("default", n) for n in ["b1", "b2", "b3", "robot"]
-], everywhere.items
+assert sorted(
+    (i.metadata.namespace, i.metadata.name) for i in everywhere.items if i.metadata.name != "default"
+) == [("default", n) for n in ["b1", "b2", "b3", "robot"]], everywhere.items
 
 # Delete returns the object; the name is then free.
 deleted = v1.delete_namespaced_service_account("robot", "default")
@@ -129,7 +130,9 @@ gone = v1.delete_namespaced_service_account(
 assert gone.metadata.uid == c1.metadata.uid, gone
 status = v1.delete_collection_namespaced_service_account("default", label_selector="app=demo")
 assert status.status == "Success", status
-assert [i.metadata.name for i in v1.list_namespaced_service_account("default").items] == [
+assert [
+    i.metadata.name for i in v1.list_namespaced_service_account("default").items if i.metadata.name != "default"
+] == [
     "b1",
     "b2",
     "b3",
@@ -137,7 +140,9 @@ assert [i.metadata.name for i in v1.list_namespaced_service_account("default").i
 ]
 status = v1.delete_collection_namespaced_service_account("default", dry_run="All")
 assert status.status == "Success", status
-assert [i.metadata.name for i in v1.list_namespaced_service_account("default").items] == [
+assert [
+    i.metadata.name for i in v1.list_namespaced_service_account("default").items if i.metadata.name != "default"
+] == [
     "b1",
     "b2",
     "b3",
@@ -145,7 +150,10 @@ assert [i.metadata.name for i in v1.list_namespaced_service_account("default").i
 ]
 status = v1.delete_collection_namespaced_service_account("default")
 assert status.status == "Success", status
-assert v1.list_namespaced_service_account("default").items == []
+# (The server makes the default ServiceAccount again.)
+assert [
+    i.metadata.name for i in v1.list_namespaced_service_account("default").items if i.metadata.name != "default"
+] == []
 
 # /version/ (with the trailing slash).
 version = client.VersionApi(api_client).get_code()
@@ -196,7 +204,7 @@ patched = sas.patch(
 )
 assert patched.metadata.labels.a == "b", patched
 listed = sas.get(namespace="default")
-assert [i.metadata.name for i in listed.items] == ["dyn"], listed
+assert [i.metadata.name for i in listed.items if i.metadata.name != "default"] == ["dyn"], listed
 nss = dyn.resources.get(api_version="v1", kind="Namespace")
 assert not nss.namespaced
 assert nss.get(name="default").status.phase == "Active"
@@ -229,7 +237,11 @@ for name in ["p1", "p2", "p3"]:
 
 w = watch.Watch()
 started = time.monotonic()
-events = list(w.stream(v1.list_namespaced_service_account, namespace=ns, timeout_seconds=2))
+# (Not the namespace's default ServiceAccount, which the server makes.)
+own = "metadata.name!=default"
+events = list(
+    w.stream(v1.list_namespaced_service_account, namespace=ns, field_selector=own, timeout_seconds=2)
+)
 took = time.monotonic() - started
 assert [e["type"] for e in events] == ["ADDED"] * 3, [(e["type"], e["raw_object"]) for e in events]
 assert sorted(e["object"].metadata.name for e in events) == ["p1", "p2", "p3"], events
@@ -251,7 +263,11 @@ writer = threading.Thread(target=later)
 writer.start()
 seen = []
 for e in w.stream(
-    v1.list_namespaced_service_account, namespace=ns, resource_version=rv, timeout_seconds=10
+    v1.list_namespaced_service_account,
+    namespace=ns,
+    field_selector=own,
+    resource_version=rv,
+    timeout_seconds=10,
 ):
     seen.append((e["type"], e["object"].metadata.name))
     if len(seen) == 2:

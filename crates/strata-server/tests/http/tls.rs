@@ -50,7 +50,8 @@ async fn the_kube_crate_verifies_the_generated_ca_and_uses_the_admin_kubeconfig(
         .iter()
         .map(|i| i.name_any())
         .collect();
-    assert_eq!(names, ["robot"]);
+    // With the namespace's default ServiceAccount, there from the server's start.
+    assert_eq!(names, ["default", "robot"]);
 
     // A ServiceAccount token authenticates, until the account is gone.
     let request: TokenRequest = serde_json::from_value(serde_json::json!({

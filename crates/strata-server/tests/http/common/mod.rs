@@ -1078,6 +1078,19 @@ pub fn item_names(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// What the server's controllers keep in every namespace, as Kubernetes' do: the ServiceAccount
+/// `default` and (on a TLS server) the ConfigMap `kube-root-ca.crt`. Tests that count the
+/// ServiceAccounts or ConfigMaps of a namespace leave them out, as Kubernetes' e2e tests do.
+pub const NAMESPACE_DEFAULTS: [&str; 2] = ["default", "kube-root-ca.crt"];
+
+/// [`item_names`] of a ServiceAccount or ConfigMap list without [`NAMESPACE_DEFAULTS`].
+pub fn own_item_names(list: &Value) -> Vec<String> {
+    item_names(list)
+        .into_iter()
+        .filter(|n| !NAMESPACE_DEFAULTS.contains(&n.as_str()))
+        .collect()
+}
+
 impl Http {
     /// Creates a namespace; panics unless the answer is 201.
     pub async fn create_namespace(&self, name: &str) -> Value {
@@ -1113,6 +1126,20 @@ impl Http {
             String::from_utf8_lossy(&r.body)
         );
         r.json()
+    }
+
+    /// Waits (up to 15 s) until the server's ServiceAccount controller has made the `default`
+    /// ServiceAccount of `ns`, so that a test can count it in.
+    pub async fn wait_default_sa(&self, ns: &str) {
+        let path = format!("{}/default", sa_path(ns));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while self.get(&path).await.code() != 200 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no default ServiceAccount in {ns}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// GETs a path that must answer 200 with JSON.
