@@ -509,13 +509,14 @@ async fn discovery_and_openapi() {
             .map(|r| r["resource"].as_str().unwrap().to_string())
             .collect()
     };
-    // The access reviews are virtual types: listed, create only.
+    // The access and rules reviews are virtual types: listed, create only.
     let authz = group("authorization.k8s.io");
     assert_eq!(
         resources(&authz),
         [
             "localsubjectaccessreviews",
             "selfsubjectaccessreviews",
+            "selfsubjectrulesreviews",
             "subjectaccessreviews"
         ]
     );
@@ -525,7 +526,7 @@ async fn discovery_and_openapi() {
     );
     assert_eq!(
         resources(&group("authentication.k8s.io")),
-        ["selfsubjectreviews"]
+        ["selfsubjectreviews", "tokenreviews"]
     );
     let legacy_authz = s.get("/apis/authorization.k8s.io/v1").await.json();
     assert_eq!(legacy_authz["kind"], "APIResourceList");

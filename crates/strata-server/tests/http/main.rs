@@ -37,6 +37,7 @@ mod protobuf;
 mod python_client;
 mod rbac;
 mod rbac_types;
+mod review_apis;
 mod runtime_types;
 mod shared_pki;
 mod snapshot;
