@@ -20,7 +20,12 @@ const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 impl RequestInfo {
     /// Parses `/api/<v>/…` and `/apis/<g>/<v>/…` paths that name a resource (at least one
     /// segment after the version). `None` for anything else.
+    ///
+    /// The path is percent-decoded first, as Go's HTTP server hands Kubernetes a decoded path:
+    /// clients encode `:` in names (`system%3Aauth-delegator`). A malformed escape or one
+    /// that decodes to something other than UTF-8 names nothing.
     pub fn parse(path: &str) -> Option<RequestInfo> {
+        let path = percent_decode(path)?;
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         if segments.iter().any(|s| s.is_empty()) {
             return None;
@@ -75,9 +80,47 @@ impl RequestInfo {
     }
 }
 
+/// `path` with its `%XX` escapes decoded; `None` for a malformed escape or non-UTF-8 result.
+fn percent_decode(path: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if !path.contains('%') {
+        return Some(std::borrow::Cow::Borrowed(path));
+    }
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok().map(std::borrow::Cow::Owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_paths_are_decoded() {
+        let info = RequestInfo::parse(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aauth-delegator",
+        )
+        .unwrap();
+        assert_eq!(info.name, "system:auth-delegator");
+        let info = RequestInfo::parse("/api/v1/namespaces/d%65fault/serviceaccounts").unwrap();
+        assert_eq!(info.namespace, "default");
+        assert_eq!(
+            RequestInfo::parse("/api/v1/namespaces/a%zz/serviceaccounts"),
+            None
+        );
+        assert_eq!(RequestInfo::parse("/api/v1/serviceaccounts/a%"), None);
+        assert_eq!(RequestInfo::parse("/api/v1/serviceaccounts/%ff"), None);
+    }
 
     fn p(path: &str) -> Option<(String, String, String, String)> {
         RequestInfo::parse(path).map(|i| (i.namespace, i.resource, i.name, i.subresource))
