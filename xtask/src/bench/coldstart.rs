@@ -147,7 +147,8 @@ async fn restart(binary: &Path, dir: &Path) -> Result<(Strata, Restart)> {
     check_list(status, &body, 500)?;
     let (status, body) = load::request_once(addr, Method::GET, &path, None).await?;
     let full_list = started.elapsed();
-    let scan = check_list(status, &body, OBJECTS)?;
+    // The namespace also holds the ServiceAccount controller's `default`.
+    let scan = check_list(status, &body, OBJECTS + 1)?;
     drop(body);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_after = procfs::rss(strata.pid())?;
