@@ -824,6 +824,46 @@ async fn create_namespace(addr: SocketAddr, name: &str) -> Result<()> {
     }
 }
 
+/// Creates `count` ServiceAccounts in `namespace` through the API, `body(i)` being the i-th,
+/// over `clients` keep-alive connections; any answer but 201 fails.
+pub(crate) async fn create_service_accounts(
+    addr: SocketAddr,
+    namespace: &'static str,
+    count: usize,
+    clients: usize,
+    body: fn(usize) -> serde_json::Value,
+) -> Result<()> {
+    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts");
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let path = path.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = load::connect(addr).await?;
+            for i in (client..count).step_by(clients) {
+                let object = body(i);
+                let payload = Some(bytes::Bytes::from(object.to_string()));
+                let (status, answer) =
+                    load::request_on(&mut conn, addr, Method::POST, &path, payload).await?;
+                if status != StatusCode::CREATED {
+                    return Err(format!(
+                        "create {}: {status}: {}",
+                        object["metadata"]["name"],
+                        String::from_utf8_lossy(&answer)
+                    )
+                    .into());
+                }
+            }
+            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| format!("create task: {e}"))?
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// `<target_directory>/release/strata`, wherever cargo puts targets (`CARGO_TARGET_DIR`,
 /// config, or `./target`).
 fn strata_binary() -> Result<PathBuf> {

@@ -62,40 +62,17 @@ pub struct Results {
 /// Fills `default` with [`OBJECTS`] ServiceAccounts (a name and two labels each, like the list
 /// benchmark's), through the API.
 async fn fill(addr: SocketAddr) -> Result<()> {
-    let mut tasks = Vec::new();
-    for client in 0..CREATE_CLIENTS {
-        tasks.push(tokio::spawn(async move {
-            let mut conn = load::connect(addr).await?;
-            let path = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts");
-            for i in (client..OBJECTS).step_by(CREATE_CLIENTS) {
-                let body = serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ServiceAccount",
-                    "metadata": {
-                        "name": format!("sa-{i:06}"),
-                        "labels": {"app": "bench", "shard": (i % 16).to_string()},
-                    },
-                });
-                let body = Some(bytes::Bytes::from(body.to_string()));
-                let (status, answer) =
-                    load::request_on(&mut conn, addr, Method::POST, &path, body).await?;
-                if status != StatusCode::CREATED {
-                    return Err(format!(
-                        "create sa-{i:06}: {status}: {}",
-                        String::from_utf8_lossy(&answer)
-                    )
-                    .into());
-                }
-            }
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        }));
-    }
-    for task in tasks {
-        task.await
-            .map_err(|e| format!("create task: {e}"))?
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    super::create_service_accounts(addr, NAMESPACE, OBJECTS, CREATE_CLIENTS, |i| {
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": format!("sa-{i:06}"),
+                "labels": {"app": "bench", "shard": (i % 16).to_string()},
+            },
+        })
+    })
+    .await
 }
 
 /// Stops the server with SIGTERM (a clean shutdown, as an operator's restart) and waits.

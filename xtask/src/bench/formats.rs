@@ -70,43 +70,20 @@ fn list_request(addr: SocketAddr, accept: &str) -> Result<Request<Full<Bytes>>> 
 /// Fills the collection with [`OBJECTS`] ServiceAccounts, each with labels, an annotation and
 /// secret references, like objects in use.
 async fn fill(addr: SocketAddr) -> Result<()> {
-    let mut tasks = Vec::new();
-    for client in 0..CREATE_CLIENTS {
-        tasks.push(tokio::spawn(async move {
-            let mut conn = load::connect(addr).await?;
-            for i in (client..OBJECTS).step_by(CREATE_CLIENTS) {
-                let body = serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ServiceAccount",
-                    "metadata": {
-                        "name": format!("sa-{i:05}"),
-                        "labels": {"app": "bench", "shard": (i % 16).to_string()},
-                        "annotations": {"bench.strata.dev/owner": format!("team-{}", i % 7)},
-                    },
-                    "secrets": [{"name": format!("token-{i}")}],
-                    "imagePullSecrets": [{"name": "registry"}],
-                });
-                let path = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts");
-                let body = Some(Bytes::from(body.to_string()));
-                let (status, answer) =
-                    load::request_on(&mut conn, addr, Method::POST, &path, body).await?;
-                if status != StatusCode::CREATED {
-                    return Err(format!(
-                        "create sa-{i:05}: {status}: {}",
-                        String::from_utf8_lossy(&answer)
-                    )
-                    .into());
-                }
-            }
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        }));
-    }
-    for task in tasks {
-        task.await
-            .map_err(|e| format!("create task: {e}"))?
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    super::create_service_accounts(addr, NAMESPACE, OBJECTS, CREATE_CLIENTS, |i| {
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": format!("sa-{i:05}"),
+                "labels": {"app": "bench", "shard": (i % 16).to_string()},
+                "annotations": {"bench.strata.dev/owner": format!("team-{}", i % 7)},
+            },
+            "secrets": [{"name": format!("token-{i}")}],
+            "imagePullSecrets": [{"name": "registry"}],
+        })
+    })
+    .await
 }
 
 /// Lists the collection [`RUNS`] times in one format on `conn`, checking every answer.

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::SERVICEACCOUNTS as SA;
-use crate::client::Req;
-use crate::framework::{expect_status, names, rv, Check, CheckResult, Ctx, WAIT};
+use crate::client::{Req, Resp};
+use crate::framework::{expect_status, names, rv, Check, CheckResult, Ctx, Fail, WAIT};
 use crate::{check, ensure, Profile};
 
 pub fn checks() -> Vec<Check> {
@@ -119,9 +119,14 @@ async fn list_namespace(cx: &Ctx) -> CheckResult {
     Ok(())
 }
 
-async fn list_all(cx: &Ctx) -> CheckResult {
-    let mark = cx.name("all");
-    let name = cx.name("all");
+/// Creates a ServiceAccount with a label of its own and lists ServiceAccounts across all
+/// namespaces by that label: the name, the answer and its ServiceAccountList.
+pub(super) async fn listed_across_namespaces(
+    cx: &Ctx,
+    prefix: &str,
+) -> Result<(String, Resp, Value), Fail> {
+    let mark = cx.name(prefix);
+    let name = cx.name(prefix);
     cx.create_sa(&name, json!({"set": mark})).await?;
     let resp = cx
         .get(&format!(
@@ -133,9 +138,14 @@ async fn list_all(cx: &Ctx) -> CheckResult {
     ensure!(
         list["kind"] == "ServiceAccountList",
         &resp,
-        "kind is {}",
+        "kind is {}, not ServiceAccountList",
         list["kind"]
     );
+    Ok((name, resp, list))
+}
+
+async fn list_all(cx: &Ctx) -> CheckResult {
+    let (name, resp, list) = listed_across_namespaces(cx, "all").await?;
     ensure!(
         names(&list) == [name.clone()],
         &resp,

@@ -326,23 +326,29 @@ async fn apply_manager(cx: &Ctx) -> CheckResult {
     Ok(())
 }
 
-async fn apply_conflict(cx: &Ctx) -> CheckResult {
-    let name = cx.name("apply");
+/// conformance-a applies label `owner=a`, then conformance-b applies `owner=b` with `extra`
+/// query parameters; the answer to b's apply.
+async fn owned_by_a_applied_by_b(cx: &Ctx, name: &str, extra: &str) -> Result<Resp, Fail> {
     apply(
         cx,
-        &name,
-        &applied(cx, &name, json!({"owner": "a"})),
+        name,
+        &applied(cx, name, json!({"owner": "a"})),
         "?fieldManager=conformance-a",
     )
     .await?
     .expect_one_of(&[200, 201])?;
-    let resp = apply(
+    apply(
         cx,
-        &name,
-        &applied(cx, &name, json!({"owner": "b"})),
-        "?fieldManager=conformance-b",
+        name,
+        &applied(cx, name, json!({"owner": "b"})),
+        &format!("?fieldManager=conformance-b{extra}"),
     )
-    .await?;
+    .await
+}
+
+async fn apply_conflict(cx: &Ctx) -> CheckResult {
+    let name = cx.name("apply");
+    let resp = owned_by_a_applied_by_b(cx, &name, "").await?;
     let status = expect_status(&resp, 409, "Conflict")?;
     let message = status["message"].as_str().unwrap_or("");
     ensure!(
@@ -361,21 +367,7 @@ async fn apply_conflict(cx: &Ctx) -> CheckResult {
 
 async fn apply_force(cx: &Ctx) -> CheckResult {
     let name = cx.name("apply");
-    apply(
-        cx,
-        &name,
-        &applied(cx, &name, json!({"owner": "a"})),
-        "?fieldManager=conformance-a",
-    )
-    .await?
-    .expect_one_of(&[200, 201])?;
-    let resp = apply(
-        cx,
-        &name,
-        &applied(cx, &name, json!({"owner": "b"})),
-        "?fieldManager=conformance-b&force=true",
-    )
-    .await?;
+    let resp = owned_by_a_applied_by_b(cx, &name, "&force=true").await?;
     let o = resp.ok_json(200)?;
     ensure!(
         o["metadata"]["labels"]["owner"] == "b",

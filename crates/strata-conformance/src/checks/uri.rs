@@ -104,22 +104,7 @@ async fn named_cluster(cx: &Ctx) -> CheckResult {
 }
 
 async fn all_namespaces(cx: &Ctx) -> CheckResult {
-    let mark = cx.name("across");
-    let name = cx.name("across");
-    cx.create_sa(&name, json!({"set": mark})).await?;
-    let resp = cx
-        .get(&format!(
-            "/api/v1/serviceaccounts?labelSelector={}",
-            cx.selector("set", &mark)
-        ))
-        .await?;
-    let list = resp.ok_json(200)?;
-    ensure!(
-        list["kind"] == "ServiceAccountList",
-        &resp,
-        "kind is {}, not ServiceAccountList",
-        list["kind"]
-    );
+    let (name, resp, list) = super::serviceaccounts::listed_across_namespaces(cx, "across").await?;
     let found = list["items"].as_array().into_iter().flatten().any(|i| {
         i["metadata"]["name"] == name.as_str() && i["metadata"]["namespace"] == cx.ns.as_str()
     });

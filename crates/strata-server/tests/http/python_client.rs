@@ -345,7 +345,7 @@ print("OK")
 "#;
 
 /// Whether python3 with the `kubernetes` package is there; prints a loud skip notice if not.
-fn python_client_available() -> bool {
+pub(crate) fn python_client_available() -> bool {
     let probe = Command::new("python3")
         .args(["-c", "import kubernetes"])
         .output();

@@ -763,25 +763,9 @@ except ApiException as e:
 print("OK")
 "#;
 
-fn python_client_available() -> bool {
-    let probe = Command::new("python3")
-        .args(["-c", "import kubernetes"])
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => true,
-        other => {
-            eprintln!(
-                "\n!!!!!!!! SKIPPED: python3 with the `kubernetes` package is not available \
-                 (run /work/shared/tools/install-clients.sh); this test asserts nothing: {other:?} !!!!!!!!\n"
-            );
-            false
-        }
-    }
-}
-
 #[test]
 fn python_token_review() {
-    if !python_client_available() {
+    if !crate::python_client::python_client_available() {
         return;
     }
     let (s, _dir) = start();
