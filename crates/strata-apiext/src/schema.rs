@@ -49,6 +49,12 @@ pub struct Schema {
     pub list_type: Option<String>,
     pub list_map_keys: Vec<String>,
     pub map_type: Option<String>,
+    /// Whether this node or one below it (through properties, additionalProperties and items)
+    /// is an `x-kubernetes-embedded-resource`: the walks that check them skip other subtrees.
+    pub has_embedded_resource: bool,
+    /// Whether this node or one below it is a `set` or `map` list, whose items are checked
+    /// for uniqueness.
+    pub has_unique_list: bool,
 }
 
 /// `additionalProperties`: a boolean or a schema for the values.
@@ -149,7 +155,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
             })
             .unwrap_or_default()
     };
-    Schema {
+    let mut schema = Schema {
         type_: str_of("type"),
         nullable: bool_of("nullable"),
         format: str_of("format"),
@@ -212,7 +218,23 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
             .get("x-kubernetes-map-type")
             .and_then(Value::as_str)
             .map(str::to_string),
-    }
+        has_embedded_resource: false,
+        has_unique_list: false,
+    };
+    let below: Vec<&Schema> = schema
+        .properties
+        .iter()
+        .map(|(_, p)| p)
+        .chain(schema.additional_schema())
+        .chain(schema.items.as_deref())
+        .collect();
+    let has_embedded_resource =
+        schema.embedded_resource || below.iter().any(|c| c.has_embedded_resource);
+    let has_unique_list = matches!(schema.list_type.as_deref(), Some("set" | "map"))
+        || below.iter().any(|c| c.has_unique_list);
+    schema.has_embedded_resource = has_embedded_resource;
+    schema.has_unique_list = has_unique_list;
+    schema
 }
 
 /// Compiles an OpenAPI pattern with Go's semantics, caching compiled patterns process-wide

@@ -12,6 +12,7 @@
 //! `"null"`, and the formats Kubernetes does not support for custom resources (`int32`,
 //! `int64`, `float`, `double` among them) constrain nothing.
 
+use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::OnceLock;
 
@@ -100,7 +101,7 @@ struct Openapi {
 
 impl Openapi {
     fn run(&self, schema: &Schema, value: &Value) -> Vec<FieldError> {
-        self.node(schema, value, "")
+        self.node(schema, value, &mut String::new())
             .errors
             .into_iter()
             .map(|e| e.error)
@@ -153,7 +154,9 @@ impl Openapi {
         }
     }
 
-    fn node(&self, s: &Schema, data: &Value, path: &str) -> Res {
+    /// Checks `data` against `s`. `path` names `data` (kube-openapi's dotted form); children
+    /// append their names to it while they are checked, and it is given back as it came.
+    fn node(&self, s: &Schema, data: &Value, path: &mut String) -> Res {
         let mut r = Res::default();
         if data.is_null() {
             self.check_type(s, data, path, &mut r);
@@ -238,7 +241,7 @@ impl Openapi {
         }
     }
 
-    fn check_junctors(&self, s: &Schema, data: &Value, path: &str, r: &mut Res) {
+    fn check_junctors(&self, s: &Schema, data: &Value, path: &mut String, r: &mut Res) {
         if !s.any_of.is_empty() {
             let mut best: Option<Res> = None;
             let mut success: Option<Res> = None;
@@ -453,12 +456,17 @@ impl Openapi {
         }
     }
 
-    fn check_array(&self, s: &Schema, items: &[Value], path: &str, r: &mut Res) {
+    fn check_array(&self, s: &Schema, items: &[Value], path: &mut String, r: &mut Res) {
         if let Some(item_schema) = &s.items {
+            let len = path.len();
             for (i, item) in items.iter().enumerate() {
-                r.merge(self.node(item_schema, item, &format!("{path}[{i}]")));
+                // Writing to a String cannot fail.
+                let _ = write!(path, "[{i}]");
+                r.merge(self.node(item_schema, item, path));
+                path.truncate(len);
             }
         }
+        let path = path.as_str();
         let size = items.len() as i64;
         if let Some(min) = s.min_items {
             if size < min {
@@ -512,7 +520,7 @@ impl Openapi {
         });
     }
 
-    fn check_object(&self, s: &Schema, map: &Map<String, Value>, path: &str, r: &mut Res) {
+    fn check_object(&self, s: &Schema, map: &Map<String, Value>, path: &mut String, r: &mut Res) {
         let count = map.len() as i64;
         if let Some(min) = s.min_properties {
             if count < min {
@@ -536,9 +544,13 @@ impl Openapi {
                 }
             }
             Some(AdditionalProperties::Schema(values)) => {
+                let len = path.len();
                 for (k, v) in map {
                     if s.property(k).is_none() {
-                        r.merge(self.node(values, v, &format!("{path}.{k}")));
+                        path.push('.');
+                        path.push_str(k);
+                        r.merge(self.node(values, v, path));
+                        path.truncate(len);
                     }
                 }
             }
@@ -552,17 +564,18 @@ impl Openapi {
                 // Only the name restrictions a CRD may declare for its objects' metadata.
                 for key in ["name", "generateName"] {
                     if let (Some(ks), Some(kv)) = (prop.property(key), v.get(key)) {
-                        r.merge(self.node(ks, kv, &format!("metadata.{key}")));
+                        r.merge(self.node(ks, kv, &mut format!("metadata.{key}")));
                     }
                 }
                 continue;
             }
-            let child = if path.is_empty() {
-                name.clone()
-            } else {
-                format!("{path}.{name}")
-            };
-            r.merge(self.node(prop, v, &child));
+            let len = path.len();
+            if len > 0 {
+                path.push('.');
+            }
+            path.push_str(name);
+            r.merge(self.node(prop, v, path));
+            path.truncate(len);
         }
         for k in &s.required {
             if !map.contains_key(k) {
@@ -1113,6 +1126,9 @@ pub(crate) fn embedded_resource_errors_at(
 }
 
 fn walk_embedded(path: &str, x: &Value, s: &Schema, errs: &mut Vec<FieldError>) {
+    if !s.has_embedded_resource {
+        return;
+    }
     match x {
         Value::Object(map) => {
             if s.embedded_resource {
@@ -1301,7 +1317,9 @@ fn path_segment_errors(name: &str, prefix: bool) -> Vec<String> {
 pub fn list_type_errors(schema: &Schema, object: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Value::Object(map) = object {
-        list_types_object("", schema, map, &mut errs);
+        if schema.has_unique_list {
+            list_types_object("", schema, map, &mut errs);
+        }
     }
     errs
 }
@@ -1325,6 +1343,9 @@ fn list_types_object(path: &str, s: &Schema, obj: &Map<String, Value>, errs: &mu
 }
 
 fn list_types_value(path: &str, s: &Schema, v: &Value, errs: &mut Vec<FieldError>) {
+    if !s.has_unique_list {
+        return;
+    }
     match v {
         Value::Array(items) => list_types_array(path, s, items, errs),
         Value::Object(map) => list_types_object(path, s, map, errs),

@@ -885,6 +885,23 @@ fn the_object_budget_stops_validation() {
 }
 
 #[test]
+fn the_object_budget_is_charged_for_the_actual_sizes() {
+    // The same rules on 100 short rows: their estimates (full rows) add up to more than the
+    // object's budget, what these rows can cost does not, and the object is accepted.
+    let rule = |op: &str| json!({"rule": format!("self.all(x, self.exists(y, y {op} x))")});
+    let schema = spec_schema(
+        json!({"rows": {"type": "array", "maxItems": 100, "items": {
+            "type": "array", "maxItems": 100, "items": {"type": "integer"},
+            "x-kubernetes-validations": [rule("=="), rule(">="), rule("<=")],
+        }}}),
+        json!([]),
+    );
+    let rules = compile(&schema);
+    let rows: Vec<Value> = (0..100).map(|i| json!([i, i + 1])).collect();
+    assert!(errors(&rules, json!({"spec": {"rows": rows}}), None).is_empty());
+}
+
+#[test]
 fn untyped_values_are_dyn() {
     assert!(on_value("self.v.a == 1", json!({"a": 1})));
     assert!(on_value("self.v[1] == 'x'", json!([0, "x"])));

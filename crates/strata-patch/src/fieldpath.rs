@@ -106,7 +106,12 @@ impl PathElement {
     /// The element as a `FieldsV1` key (`f:name`, `k:{...}`, `v:...`, `i:n`).
     pub fn to_fields_v1_key(&self) -> String {
         match self {
-            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Field(name) => {
+                let mut out = String::with_capacity(2 + name.len());
+                out.push_str("f:");
+                out.push_str(name);
+                out
+            }
             PathElement::Key(fields) => {
                 let mut out = String::from("k:{");
                 for (i, (name, value)) in fields.iter().enumerate() {
@@ -416,15 +421,32 @@ impl FieldSet {
     }
 
     fn emit(&self, include_self: bool) -> Map<String, Value> {
-        let mut out = Map::new();
+        let mut out = Map::with_capacity(
+            usize::from(include_self) + self.members.len() + self.children.len(),
+        );
         if include_self && !self.is_empty() {
             out.insert(".".into(), Value::Object(Map::new()));
         }
-        let all: BTreeSet<&PathElement> = self.members.iter().chain(self.children.keys()).collect();
-        for pe in all {
-            let value = match self.children.get(pe) {
-                Some(child) => Value::Object(child.emit(self.members.contains(pe))),
-                None => Value::Object(Map::new()),
+        // Members and children in one sorted pass (both are sorted; a path may be both).
+        let mut members = self.members.iter().peekable();
+        let mut children = self.children.iter().peekable();
+        loop {
+            let (pe, value) = match (members.peek(), children.peek()) {
+                (None, None) => break,
+                (Some(m), Some((c, child))) if m == c => {
+                    let value = Value::Object(child.emit(true));
+                    members.next();
+                    children.next().map(|(c, _)| (c, value)).expect("peeked")
+                }
+                (Some(m), Some((c, _))) if m > c => {
+                    let (c, child) = children.next().expect("peeked");
+                    (c, Value::Object(child.emit(false)))
+                }
+                (Some(_), _) => (members.next().expect("peeked"), Value::Object(Map::new())),
+                (None, Some(_)) => {
+                    let (c, child) = children.next().expect("peeked");
+                    (c, Value::Object(child.emit(false)))
+                }
             };
             out.insert(pe.to_fields_v1_key(), value);
         }

@@ -226,14 +226,27 @@ impl Rules {
         let Some(root) = &self.root else {
             return Outcome::default();
         };
+        let ratchet = old.map(|o| (object, o));
         let mut st = EvalState {
             budget: RUNTIME_COST_BUDGET,
+            exact: false,
+            retry_exact: false,
             errors: Vec::new(),
             warnings: Vec::new(),
             env: library::env(),
         };
-        let ratchet = old.map(|o| (object, o));
         walk(root, &Path::default(), object, old, ratchet, &mut st);
+        if st.retry_exact {
+            st = EvalState {
+                budget: RUNTIME_COST_BUDGET,
+                exact: true,
+                retry_exact: false,
+                errors: Vec::new(),
+                warnings: Vec::new(),
+                env: st.env,
+            };
+            walk(root, &Path::default(), object, old, ratchet, &mut st);
+        }
         Outcome {
             errors: st.errors,
             warnings: st.warnings,
@@ -1075,6 +1088,13 @@ fn unescape_single_quoted(s: &str) -> Result<String, String> {
 
 struct EvalState {
     budget: u64,
+    /// Whether each evaluation is charged the bound made from its actual values. Otherwise
+    /// (the first pass) it is charged its static estimate, which is never less, without
+    /// bounding it again; if that pass runs out of budget, [`Rules::evaluate`] starts over
+    /// exactly, so a refusal always rests on the exact bounds.
+    exact: bool,
+    /// Set by a first pass that ran out of budget.
+    retry_exact: bool,
     errors: Vec<FieldError>,
     warnings: Vec<String>,
     env: Arc<cel::Env>,
@@ -1183,6 +1203,10 @@ fn evaluate_rules(
     let mut unchanged: Option<bool> = None;
     let value_type = go::quote(&node.type_name);
     if st.budget == 0 {
+        if !st.exact {
+            st.retry_exact = true;
+            return false;
+        }
         st.errors.push(FieldError::new(
             FieldErrorKind::Invalid,
             path.render(),
@@ -1207,8 +1231,9 @@ fn evaluate_rules(
     let mut optional_ctx: Option<Context> = None;
     // The types of self, oldSelf and optional oldSelf, made when a bound needs them.
     let mut types: Option<(Ty, Option<Ty>, Ty)> = None;
+    let exact = st.exact;
     let mut bound_of = |c: &Compiled, optional: bool| -> u64 {
-        if c.estimate <= CHEAP {
+        if c.estimate <= CHEAP || (!exact && c.estimate <= PER_CALL_LIMIT) {
             return c.estimate;
         }
         let (self_ty, old_ty, optional_ty) = types.get_or_insert_with(|| {
@@ -1253,6 +1278,10 @@ fn evaluate_rules(
             return false;
         }
         if bound > st.budget {
+            if !st.exact {
+                st.retry_exact = true;
+                return false;
+            }
             st.errors.push(FieldError::new(
                 FieldErrorKind::Invalid,
                 path.render(),
@@ -1336,6 +1365,10 @@ fn evaluate_rules(
                 return false;
             }
             if bound > st.budget {
+                if !st.exact {
+                    st.retry_exact = true;
+                    return false;
+                }
                 report(
                     st,
                     FieldError::new(
