@@ -6,6 +6,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use serde_json::Value;
 use strata_object::Status;
+use strata_registry::JsonListChunks;
 
 use crate::negotiate::{ErrorFormat, Output};
 
@@ -42,6 +43,42 @@ pub fn bytes(code: u16, body: impl Into<Bytes>, content_type: &'static str) -> R
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+/// A JSON list answered a chunk at a time (about [`LIST_CHUNK`] bytes each), with its exact
+/// length announced: a large list is never copied whole into one buffer.
+pub fn streamed(code: u16, chunks: JsonListChunks, content_type: &'static str) -> Response<Body> {
+    let mut resp = Response::new(ListBody(chunks).boxed());
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// The size of the chunks of a streamed list.
+pub const LIST_CHUNK: usize = 64 * 1024;
+
+struct ListBody(JsonListChunks);
+
+impl hyper::body::Body for ListBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let chunk = self.0.next_chunk(LIST_CHUNK);
+        std::task::Poll::Ready(chunk.map(|c| Ok(hyper::body::Frame::data(Bytes::from(c)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.0.len() as u64)
+    }
 }
 
 /// A value (with `kind` and `apiVersion`) in a plain output format: JSON, YAML or protobuf.

@@ -91,38 +91,105 @@ pub(crate) struct StorePage<'a> {
 /// Renders a list page as the kind's list object (`ServiceAccountList` …) in compact JSON; items
 /// carry no type fields, as Kubernetes' typed lists do.
 pub fn list_json(info: &ResourceType, list: &ObjectList) -> Vec<u8> {
-    let mut meta = Map::new();
-    meta.insert(
-        "resourceVersion".into(),
-        Value::String(list.resource_version.clone()),
-    );
-    if !list.continue_token.is_empty() {
-        meta.insert(
-            "continue".into(),
-            Value::String(list.continue_token.clone()),
-        );
+    let mut chunks = JsonListChunks::new(info, list.clone());
+    let mut out = Vec::with_capacity(chunks.len());
+    while let Some(chunk) = chunks.next_chunk(usize::MAX) {
+        out.extend_from_slice(&chunk);
     }
-    if let Some(n) = list.remaining_item_count {
-        meta.insert("remainingItemCount".into(), json!(n));
-    }
-    let size: usize = list.items.iter().map(|i| i.json().len()).sum();
-    let mut out = Vec::with_capacity(size + 256);
-    out.extend_from_slice(b"{\"kind\":");
-    serde_json::to_writer(&mut out, &info.list_kind).unwrap_or_default();
-    out.extend_from_slice(b",\"apiVersion\":");
-    serde_json::to_writer(&mut out, &info.api_version()).unwrap_or_default();
-    out.extend_from_slice(b",\"metadata\":");
-    serde_json::to_writer(&mut out, &meta).unwrap_or_default();
-    out.extend_from_slice(b",\"items\":[");
-    for (i, item) in list.items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        item.write_json_item(&mut out);
-    }
-    out.extend_from_slice(b"]}\n");
     out
 }
+
+/// [`list_json`]'s bytes made a chunk at a time, so that a large list is never held whole:
+/// each chunk copies the next items from their cached encodings.
+pub struct JsonListChunks {
+    /// The list's fields before its first item, until the first chunk takes them.
+    head: Vec<u8>,
+    items: std::vec::IntoIter<Arc<CachedObject>>,
+    first: bool,
+    done: bool,
+    /// The bytes not yet returned.
+    remaining: usize,
+}
+
+impl JsonListChunks {
+    /// The chunks of `list` rendered as `info`'s list kind.
+    pub fn new(info: &ResourceType, list: ObjectList) -> JsonListChunks {
+        let mut meta = Map::new();
+        meta.insert(
+            "resourceVersion".into(),
+            Value::String(list.resource_version.clone()),
+        );
+        if !list.continue_token.is_empty() {
+            meta.insert(
+                "continue".into(),
+                Value::String(list.continue_token.clone()),
+            );
+        }
+        if let Some(n) = list.remaining_item_count {
+            meta.insert("remainingItemCount".into(), json!(n));
+        }
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(b"{\"kind\":");
+        serde_json::to_writer(&mut head, &info.list_kind).unwrap_or_default();
+        head.extend_from_slice(b",\"apiVersion\":");
+        serde_json::to_writer(&mut head, &info.api_version()).unwrap_or_default();
+        head.extend_from_slice(b",\"metadata\":");
+        serde_json::to_writer(&mut head, &meta).unwrap_or_default();
+        head.extend_from_slice(b",\"items\":[");
+        // Each item is its cached JSON less `kind` and `apiVersion`, and a comma between two.
+        let items: usize = list.items.iter().map(|i| i.json_item_len()).sum();
+        let commas = list.items.len().saturating_sub(1);
+        let remaining = head.len() + items + commas + LIST_END.len();
+        JsonListChunks {
+            head,
+            items: list.items.into_iter(),
+            first: true,
+            done: false,
+            remaining,
+        }
+    }
+
+    /// The number of bytes still to come.
+    pub fn len(&self) -> usize {
+        self.remaining
+    }
+
+    /// Whether every byte has been returned.
+    pub fn is_empty(&self) -> bool {
+        self.done
+    }
+
+    /// The next chunk: at least `size` bytes (an item is never split) unless the list ends
+    /// first, `None` after the last.
+    pub fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        let mut out = std::mem::take(&mut self.head);
+        out.reserve(size.min(self.remaining).saturating_sub(out.len()));
+        while out.len() < size {
+            match self.items.next() {
+                Some(item) => {
+                    if !self.first {
+                        out.push(b',');
+                    }
+                    self.first = false;
+                    item.write_json_item(&mut out);
+                }
+                None => {
+                    out.extend_from_slice(LIST_END);
+                    self.done = true;
+                    break;
+                }
+            }
+        }
+        self.remaining = self.remaining.saturating_sub(out.len());
+        Some(out)
+    }
+}
+
+/// What closes a JSON list.
+const LIST_END: &[u8] = b"]}\n";
 
 /// The items of a list page as object trees.
 pub fn list_objects(list: &ObjectList) -> Result<Vec<Object>, Status> {

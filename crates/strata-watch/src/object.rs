@@ -209,6 +209,11 @@ impl CachedObject {
         b.freeze()
     }
 
+    /// The length of the list-item form ([`CachedObject::json_item`]).
+    pub fn json_item_len(&self) -> usize {
+        1 + self.json.len() - self.rest_offset
+    }
+
     /// Appends the list-item form to `out` (no allocation of its own).
     pub fn write_json_item(&self, out: &mut Vec<u8>) {
         out.push(b'{');

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::Response;
 use serde_json::{json, Map, Value};
 use strata_object::{Object, Status};
-use strata_registry::{cache, list_json, list_objects, ObjectList, RegisteredType};
+use strata_registry::{cache, list_json, list_objects, JsonListChunks, ObjectList, RegisteredType};
 
 use crate::negotiate::Output;
 use crate::respond::{self, Body, Render};
@@ -21,7 +21,7 @@ pub(crate) fn list_response(
 ) -> Result<Response<Body>, Status> {
     Ok(match output {
         Output::Json if !render.pretty => {
-            respond::bytes(200, list_json(&rt.info, &list), "application/json")
+            respond::streamed(200, JsonListChunks::new(&rt.info, list), "application/json")
         }
         Output::Protobuf(name) => {
             // Assembled from each object's message, encoded once per object version.
