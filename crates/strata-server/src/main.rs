@@ -10,6 +10,11 @@ use strata_server::config::{GlobalFlags, LogFormat, ServeFlags, StorageFlags};
 use strata_server::config::{SERVE_ABOUT, SERVE_LONG_ABOUT};
 use strata_server::Server;
 
+/// Every allocation of the server goes through mimalloc: a write allocates hundreds of small
+/// objects on tasks that move between threads, which glibc's allocator serves slowly.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The command line.
 #[derive(Parser, Debug)]
 #[command(
