@@ -1175,7 +1175,9 @@ fn watch_subsection(
         "\nEach run starts a fresh server. {watchers} watchers each hold their own HTTP/1.1 \
          connection to `GET /api/v1/namespaces/{NAMESPACE}/serviceaccounts?watch=1&\
          resourceVersion=<from a list>`; then {writers} writers create ServiceAccounts for \
-         {seconds} s, paced to {rate} creates/s in all, or back to back (full speed). Each \
+         {seconds} s, paced to {rate} creates/s in all, or back to back (full speed); the paced run is \
+         repeated with the watches multiplexed over HTTP/2 (h2c), {streams} streams to a \
+         connection as client-go opens them. Each \
          object carries its send time in an annotation, read from one monotonic clock shared by \
          writers and watchers in one process. Delivery latency is a watcher's receipt of the \
          event minus that time, so it includes the create itself (see create p99). \
@@ -1188,6 +1190,7 @@ fn watch_subsection(
         writers = watch::WRITERS,
         seconds = plan.seconds,
         rate = plan.rate,
+        streams = watch::H2_STREAMS,
         idle = watch::DRAIN_IDLE.as_secs(),
     );
     out.push_str(table);

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Method, StatusCode};
+use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::lists::scan_list;
@@ -39,6 +40,8 @@ pub const DRAIN_IDLE: Duration = Duration::from_secs(10);
 pub const TARGET_WATCHERS: usize = 1000;
 pub const TARGET_RATE: u64 = 500;
 const TARGET_P99: Duration = Duration::from_millis(100);
+/// Issue 18's delivery target for the paced runs, over HTTP/1.1 and HTTP/2 alike.
+const SHARP_P99: Duration = Duration::from_millis(50);
 /// The paced run counts only if the writers reached this fraction of the asked rate.
 const RATE_SLACK: f64 = 0.95;
 
@@ -61,9 +64,23 @@ pub enum Pace {
     FullSpeed,
 }
 
+/// How watchers reach the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Each watcher on its own HTTP/1.1 connection.
+    Http1,
+    /// Watches multiplexed over HTTP/2 connections (h2c, prior knowledge), [`H2_STREAMS`] to a
+    /// connection, as client-go and kube-rs open them: a new connection once one is full.
+    Http2,
+}
+
+/// Watches per HTTP/2 connection: the server's default stream limit (Go's 250).
+pub const H2_STREAMS: usize = 250;
+
 /// What one run measured.
 pub struct FanOut {
     pace: Pace,
+    transport: Transport,
     watchers: usize,
     /// Creates answered 201: the events every watcher should see.
     created: u64,
@@ -104,23 +121,33 @@ impl FanOut {
     }
 
     fn label(&self) -> String {
-        match self.pace {
+        let pace = match self.pace {
             Pace::Rate(rate) => format!("paced, {rate}/s"),
             Pace::FullSpeed => format!("full speed, {WRITERS} writers"),
+        };
+        match self.transport {
+            Transport::Http1 => pace,
+            Transport::Http2 => format!(
+                "{pace}, HTTP/2 ({} connections)",
+                self.watchers.div_ceil(H2_STREAMS)
+            ),
         }
     }
 }
 
-/// The paced run, then the full-speed run, each against a fresh server in `scratch`.
+/// The paced run, the full-speed run, and the paced run again with the watches multiplexed
+/// over HTTP/2, each against a fresh server in `scratch`.
 pub async fn run(binary: &Path, scratch: &Path, plan: Plan) -> Result<Vec<FanOut>> {
     raise_open_files_limit(plan.watchers)?;
     let mut results = Vec::new();
-    for (n, pace) in [Pace::Rate(plan.rate), Pace::FullSpeed]
-        .into_iter()
-        .enumerate()
-    {
+    let runs = [
+        (Pace::Rate(plan.rate), Transport::Http1),
+        (Pace::FullSpeed, Transport::Http1),
+        (Pace::Rate(plan.rate), Transport::Http2),
+    ];
+    for (n, (pace, transport)) in runs.into_iter().enumerate() {
         let mut strata = start_strata(binary, &scratch.join(format!("watch-{n}"))).await?;
-        let outcome = fan_out(strata.addr, strata.pid(), plan, pace).await;
+        let outcome = fan_out(strata.addr, strata.pid(), plan, pace, transport).await;
         strata.ensure_running()?;
         results.push(outcome?);
     }
@@ -145,7 +172,13 @@ pub fn raise_open_files_limit(watchers: usize) -> Result<()> {
     Ok(())
 }
 
-pub async fn fan_out(addr: SocketAddr, pid: u32, plan: Plan, pace: Pace) -> Result<FanOut> {
+pub async fn fan_out(
+    addr: SocketAddr,
+    pid: u32,
+    plan: Plan,
+    pace: Pace,
+    transport: Transport,
+) -> Result<FanOut> {
     create_namespace(addr, NAMESPACE).await?;
     let collection = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts");
     let (status, body) =
@@ -163,11 +196,12 @@ pub async fn fan_out(addr: SocketAddr, pid: u32, plan: Plan, pace: Pace) -> Resu
     let (stop_tx, stop_rx) = watch::channel(false);
     let delivered = Arc::new(AtomicU64::new(0));
     step(&format!(
-        "watch: opening {} watchers on {watch_path}",
+        "watch: opening {} watchers on {watch_path} ({transport:?})",
         plan.watchers
     ));
     let watchers = open_watchers(
         addr,
+        transport,
         &watch_path,
         plan.watchers,
         epoch,
@@ -216,6 +250,7 @@ pub async fn fan_out(addr: SocketAddr, pid: u32, plan: Plan, pace: Pace) -> Resu
 
     let mut result = FanOut {
         pace,
+        transport,
         watchers: plan.watchers,
         created: writes.created,
         create_errors: writes.errors,
@@ -284,6 +319,7 @@ type WatcherTask = tokio::task::JoinHandle<Watcher>;
 /// answered 200; fails with the server's answer if any did not.
 async fn open_watchers(
     addr: SocketAddr,
+    transport: Transport,
     path: &str,
     count: usize,
     epoch: Instant,
@@ -292,13 +328,25 @@ async fn open_watchers(
 ) -> Result<Vec<WatcherTask>> {
     let gate = Arc::new(Semaphore::new(OPENING));
     let (opened_tx, mut opened_rx) = mpsc::channel::<Result<(), String>>(count.max(1));
+    let mut h2 = Vec::new();
+    if transport == Transport::Http2 {
+        for _ in 0..count.div_ceil(H2_STREAMS) {
+            h2.push(connect_h2(addr).await?);
+        }
+    }
     let tasks: Vec<WatcherTask> = (0..count)
-        .map(|_| {
+        .map(|i| {
             let (gate, opened, stop) = (Arc::clone(&gate), opened_tx.clone(), stop.clone());
             let (path, delivered) = (path.to_string(), Arc::clone(delivered));
+            let shared = h2.get(i / H2_STREAMS).cloned();
             tokio::spawn(async move {
                 let permit = gate.acquire_owned().await;
-                let body = open_watch(addr, &path).await;
+                let body = match shared {
+                    Some(sender) => open_watch_h2(addr, sender, &path).await,
+                    None => open_watch(addr, &path)
+                        .await
+                        .map(|(conn, body)| (Held::Http1(conn), body)),
+                };
                 drop(permit);
                 match body {
                     Ok((_conn, body)) => {
@@ -331,6 +379,47 @@ async fn open_watchers(
         }
     }
     Ok(tasks)
+}
+
+/// What keeps a watcher's connection open while its body is read.
+enum Held {
+    Http1(#[allow(dead_code)] load::Connection),
+    Http2(#[allow(dead_code)] H2Sender),
+}
+
+type H2Sender = hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>>;
+
+/// A new HTTP/2 connection (h2c with prior knowledge), its driver spawned.
+async fn connect_h2(addr: SocketAddr) -> Result<H2Sender> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// Sends one watch request as a new stream of a shared HTTP/2 connection and waits for the
+/// response head.
+async fn open_watch_h2(
+    addr: SocketAddr,
+    mut sender: H2Sender,
+    path: &str,
+) -> Result<(Held, Incoming)> {
+    sender.ready().await?;
+    let mut request = load::json_request(addr, Method::GET, path, None)?;
+    *request.uri_mut() = format!("http://{addr}{path}").parse()?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    if status != StatusCode::OK {
+        return Err(format!("GET {path} over HTTP/2: expected 200, got {status}").into());
+    }
+    Ok((Held::Http2(sender), response.into_body()))
 }
 
 /// Sends one watch request on a new connection and waits for the response head. The sender
@@ -872,7 +961,27 @@ pub fn verdicts(results: &[FanOut]) -> Vec<(String, bool)> {
             )
         }
     };
-    vec![verdict]
+    let mut out = vec![verdict];
+    // Issue 18's sharper target, for every paced run: either transport.
+    let sharp = format!(
+        "fan-out p99 < {} ms at {TARGET_WATCHERS} watchers, paced, none lost",
+        SHARP_P99.as_millis()
+    );
+    for r in results.iter().filter(|r| matches!(r.pace, Pace::Rate(_))) {
+        let p99 = r.latency.percentile(99.0).unwrap_or(Duration::MAX);
+        let pass = r.watchers == TARGET_WATCHERS && r.lost == 0 && r.created > 0 && p99 < SHARP_P99;
+        out.push((
+            format!(
+                "{sharp} ({}): **{}** (p99 {}, {} lost)",
+                r.label(),
+                if pass { "PASS" } else { "FAIL" },
+                latency(Some(p99)),
+                r.lost
+            ),
+            pass,
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -980,7 +1089,9 @@ mod tests {
             };
             let pid = std::process::id();
             for pace in [Pace::Rate(plan.rate), Pace::FullSpeed] {
-                let r = fan_out(addr, pid, plan, pace).await.unwrap();
+                let r = fan_out(addr, pid, plan, pace, Transport::Http1)
+                    .await
+                    .unwrap();
                 assert!(r.created > 0);
                 assert_eq!(r.create_errors, 0, "{}", r.create_error_sample);
                 assert_eq!(r.delivered, r.created * 20);
