@@ -29,6 +29,9 @@ pub const CLIENTS: usize = 64;
 const VALUE_BYTES: usize = 1024;
 /// Strata-on-etcd creates per second, as a share of etcd's own puts per second.
 const CREATE_TARGET: f64 = 0.80;
+/// Strata's create on its embedded RocksDB store (fsync before answering), as a multiple of
+/// etcd's own put rate (issue 18 item 1).
+const EMBEDDED_CREATE_TARGET: f64 = 2.0;
 /// Strata-on-etcd gets per second, as a share of Strata-on-RocksDB's.
 const GET_TARGET: f64 = 0.90;
 /// How long a fresh etcd may take to elect itself.
@@ -646,6 +649,16 @@ pub fn verdicts(results: &Results) -> Vec<(String, bool)> {
             GET_TARGET,
         ),
     ];
+    // Issue 18 item 1: the embedded store against etcd itself, in the same run.
+    out.push(ratio(
+        format!(
+            "Strata-on-RocksDB create (durable) ≥ {:.0}% of etcd's own put rate, {CLIENTS} clients",
+            EMBEDDED_CREATE_TARGET * 100.0
+        ),
+        ROCKS_CREATE,
+        PUT,
+        EMBEDDED_CREATE_TARGET,
+    ));
     out.extend(
         watch::verdicts(&results.fan_out)
             .into_iter()
@@ -793,8 +806,14 @@ mod tests {
             passing[1].1 && passing[1].0.contains("(90%)"),
             "{passing:?}"
         );
+        // RocksDB's create, 3,000/s, against etcd's put, 10,000/s.
+        assert!(
+            !passing[2].1 && passing[2].0.contains("**FAIL** (30%)"),
+            "{passing:?}"
+        );
         // Nothing measured the fan-out here, so its verdict fails.
-        assert!(!passing[2].1 && passing[2].0.starts_with("on etcd, fan-out"));
+        assert!(!passing[3].1 && passing[3].0.starts_with("on etcd, fan-out"));
+        assert_eq!(passing.len(), 4);
 
         let failing = verdicts(&results(7_900.0, 17_900.0, 0));
         assert!(!failing[0].1 && failing[0].0.contains("**FAIL** (79%)"));
