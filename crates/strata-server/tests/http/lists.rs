@@ -190,6 +190,50 @@ async fn chunks_come_from_one_snapshot() {
 }
 
 #[tokio::test]
+async fn a_list_larger_than_one_chunk_arrives_whole_with_its_length() {
+    within(LIMIT, async {
+        let s = TestServer::start();
+        let h = s.http();
+        h.create_namespace("big").await;
+        h.wait_default_sa("big").await;
+        // 120 objects of about 2 KiB: the answer is sent in several 64 KiB chunks.
+        let filler = "x".repeat(2000);
+        for i in 0..120 {
+            let body = json!({"metadata": {"name": format!("s{i:03}"),
+                "annotations": {"filler": filler}}});
+            let r = h.post_json(&sa_path("big"), &body).await;
+            assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+        }
+        let r = h.get(&sa_path("big")).await;
+        assert_eq!(r.code(), 200);
+        assert!(r.body.len() > 3 * 64 * 1024, "{} bytes", r.body.len());
+        let length = r.headers["content-length"]
+            .to_str()
+            .unwrap()
+            .parse::<usize>();
+        assert_eq!(length, Ok(r.body.len()), "Content-Length matches the body");
+        assert!(r.body.ends_with(b"]}\n"));
+        let list = r.json();
+        assert_eq!(list["kind"], "ServiceAccountList");
+        let names = item_names(&list);
+        let wanted: Vec<String> = (0..120).map(|i| format!("s{i:03}")).collect();
+        assert_eq!(names, wanted);
+        for item in list["items"].as_array().unwrap() {
+            assert!(item.get("kind").is_none(), "typed list items carry no kind");
+            if item["metadata"]["name"] != "default" {
+                assert_eq!(item["metadata"]["annotations"]["filler"], filler.as_str());
+            }
+        }
+        // The same list in pages carries the same items.
+        let first = h.get_ok(&format!("{}?limit=50", sa_path("big"))).await;
+        let pages = all_pages(&h, &sa_path("big"), 50, first).await;
+        let paged: Vec<String> = pages.iter().flat_map(item_names).collect();
+        assert_eq!(paged, wanted);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn remaining_item_count_is_exact_and_omitted_where_unknown() {
     within(LIMIT, async {
         let s = TestServer::start();
