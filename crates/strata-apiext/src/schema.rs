@@ -57,6 +57,21 @@ pub struct Schema {
     pub has_unique_list: bool,
 }
 
+/// The (at most two) type names of [`Schema::types`], used as a slice.
+#[derive(Clone, Copy, Debug)]
+pub struct Types<'a> {
+    names: [&'a str; 2],
+    len: usize,
+}
+
+impl<'a> std::ops::Deref for Types<'a> {
+    type Target = [&'a str];
+
+    fn deref(&self) -> &[&'a str] {
+        &self.names[..self.len]
+    }
+}
+
 /// `additionalProperties`: a boolean or a schema for the values.
 #[derive(Clone, Debug)]
 pub enum AdditionalProperties {
@@ -105,14 +120,18 @@ impl Schema {
     }
 
     /// The types validation checks against: `x-kubernetes-int-or-string` stands for
-    /// `integer,string`, as Kubernetes converts it.
-    pub fn types(&self) -> Vec<&str> {
+    /// `integer,string`, as Kubernetes converts it. A slice, without allocating.
+    pub fn types(&self) -> Types<'_> {
         if self.int_or_string {
-            vec!["integer", "string"]
-        } else if self.type_.is_empty() {
-            Vec::new()
+            Types {
+                names: ["integer", "string"],
+                len: 2,
+            }
         } else {
-            vec![self.type_.as_str()]
+            Types {
+                names: [self.type_.as_str(), ""],
+                len: usize::from(!self.type_.is_empty()),
+            }
         }
     }
 
@@ -386,7 +405,7 @@ mod tests {
         assert_eq!(s.required, ["a"]);
         assert_eq!(s.property("a").unwrap().max_length, Some(3));
         assert!(s.property("b").unwrap().int_or_string);
-        assert_eq!(s.property("b").unwrap().types(), ["integer", "string"]);
+        assert_eq!(*s.property("b").unwrap().types(), ["integer", "string"]);
         assert!(matches!(
             s.additional_properties,
             Some(AdditionalProperties::Allows(false))
