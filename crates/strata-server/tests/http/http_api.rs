@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::common::{assert_status, own_item_names, within, TestServer};
+use crate::common::{assert_status, own_item_names, within, TestServer, STARTING_NAMESPACES};
 use serde_json::{json, Value};
 
 const SA: &str = "/api/v1/namespaces/default/serviceaccounts";
@@ -126,13 +126,7 @@ async fn lists_in_a_namespace_and_across_namespaces() {
     // Across namespaces: the three, and the default ServiceAccount of each of the five
     // namespaces (the four the server starts with and `other`).
     let h = s.http();
-    for ns in [
-        "default",
-        "kube-system",
-        "kube-public",
-        "kube-node-lease",
-        "other",
-    ] {
+    for ns in STARTING_NAMESPACES.into_iter().chain(["other"]) {
         h.wait_default_sa(ns).await;
     }
     let all = s.get("/api/v1/serviceaccounts").await.json();

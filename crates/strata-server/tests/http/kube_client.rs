@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::common::{TestServer, NAMESPACE_DEFAULTS};
+use crate::common::{TestServer, NAMESPACE_DEFAULTS, STARTING_NAMESPACES};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Preconditions;
@@ -298,13 +298,7 @@ async fn list_across_namespaces() {
 
     // Each of the five namespaces also has its default ServiceAccount.
     let h = s.http();
-    for ns in [
-        "default",
-        "kube-system",
-        "kube-public",
-        "kube-node-lease",
-        "other",
-    ] {
+    for ns in STARTING_NAMESPACES.into_iter().chain(["other"]) {
         h.wait_default_sa(ns).await;
     }
     let all: Api<ServiceAccount> = Api::all(c.clone());

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{run_with_timeout, Finished, TestServer};
+use crate::common::{run_with_timeout, Finished, TestServer, STARTING_NAMESPACES};
 use serde_json::{json, Value};
 
 /// How long one kubectl invocation may take before it counts as hung.
@@ -606,13 +606,7 @@ fn chunked_get(version: Version) {
         }
         h.create_sa("default", "sa-d", Value::Null).await;
         // Each namespace also has its default ServiceAccount.
-        for ns in [
-            "chunky",
-            "default",
-            "kube-system",
-            "kube-public",
-            "kube-node-lease",
-        ] {
+        for ns in STARTING_NAMESPACES.into_iter().chain(["chunky"]) {
             h.wait_default_sa(ns).await;
         }
     });

@@ -1083,6 +1083,10 @@ pub fn item_names(list: &Value) -> Vec<String> {
 /// ServiceAccounts or ConfigMaps of a namespace leave them out, as Kubernetes' e2e tests do.
 pub const NAMESPACE_DEFAULTS: [&str; 2] = ["default", "kube-root-ca.crt"];
 
+/// The namespaces a new server starts with, as kube-apiserver's.
+pub const STARTING_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
 /// [`item_names`] of a ServiceAccount or ConfigMap list without [`NAMESPACE_DEFAULTS`].
 pub fn own_item_names(list: &Value) -> Vec<String> {
     item_names(list)
