@@ -194,6 +194,7 @@ pub fn served_versions(crd: &Value) -> Vec<ServedVersion> {
                 unknown_field_style: UnknownFieldStyle::NotSupported,
                 custom: true,
                 scale,
+                schema_cache: Default::default(),
             };
             ServedVersion {
                 info,

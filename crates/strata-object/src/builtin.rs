@@ -124,6 +124,7 @@ fn built_in(
         unknown_field_style: UnknownFieldStyle::NotKnown,
         custom: false,
         scale: None,
+        schema_cache: Default::default(),
     }
 }
 
@@ -547,6 +548,7 @@ fn virtual_type(group: &str, kind: &str, resource: &str, scope: Scope) -> Resour
         unknown_field_style: UnknownFieldStyle::NotKnown,
         custom: false,
         scale: None,
+        schema_cache: Default::default(),
     }
 }
 
@@ -753,7 +755,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             conditions.list_type(),
-            crate::schema::ListType::Map(vec!["type".into()])
+            &crate::schema::ListType::Map(vec!["type".into()])
         );
     }
 }

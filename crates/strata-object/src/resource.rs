@@ -223,6 +223,9 @@ pub struct ResourceType {
     pub custom: bool,
     /// The paths of the `scale` sub-resource, when the type has one.
     pub scale: Option<ScalePaths>,
+    /// The schema read for walking, filled on first use; start it with
+    /// `SchemaCache::default()`.
+    pub schema_cache: crate::schema::SchemaCache,
 }
 
 impl ResourceType {

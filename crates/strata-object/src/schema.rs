@@ -1,10 +1,15 @@
 //! Walking a resource type's structural OpenAPI schema: the one source of patch strategies,
 //! merge keys, list and map types, and of which fields exist at all.
 //!
-//! A [`Node`] is one position in the schema. It keeps the property schema that names the field
-//! (where Kubernetes puts `x-kubernetes-patch-strategy` and friends) apart from the component it
-//! refers to through `allOf`/`$ref` (where the type's own shape lives), and answers questions by
-//! looking at the first, then the second.
+//! The raw schema is JSON: a property schema names a field (Kubernetes puts
+//! `x-kubernetes-patch-strategy` and friends there) and may refer through `allOf`/`$ref` to a
+//! component, where the type's own shape lives. A [`CompiledSchema`] reads that JSON once into a
+//! table of nodes, answering each keyword from the declaring schema first and the component
+//! second, so that a walk over an object costs a property lookup per member and nothing else.
+//! A [`Node`] is one position in that table.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
@@ -36,10 +41,40 @@ pub enum Shape {
     Any,
 }
 
+/// What one position of a schema says, read out of the JSON once.
+#[derive(Debug)]
+struct NodeData {
+    shape: Shape,
+    type_name: Option<Box<str>>,
+    format: Option<Box<str>>,
+    /// Declared properties in schema order.
+    properties: Vec<(Box<str>, u32)>,
+    /// Indexes into `properties`, sorted by name, for lookups.
+    by_name: Vec<u32>,
+    values: Option<u32>,
+    items: Option<u32>,
+    list_type: ListType,
+    atomic_map: bool,
+    patch_strategies: Vec<Box<str>>,
+    patch_merge_key: Option<Box<str>>,
+    preserves_unknown_fields: bool,
+}
+
+/// A schema read into a table of nodes, from one root component and what it refers to.
+///
+/// Reading follows `$ref`s (to `#/components/schemas/<name>` or `#/definitions/<name>`, by the
+/// last path segment) and single-member `allOf`s; a recursive schema (such as a
+/// CustomResourceDefinition's own `JSONSchemaProps`) becomes a cycle in the table.
+#[derive(Debug)]
+pub struct CompiledSchema {
+    nodes: Vec<NodeData>,
+}
+
 /// One position in a schema. Cheap to copy.
 ///
-/// Start from a type's root ([`ResourceType::schema`] or [`Node::root`]) and walk down with
-/// [`Node::child`] (a property or a map value) and [`Node::items`]:
+/// Start from a type's root ([`ResourceType::schema`], or [`CompiledSchema::root`] for a schema
+/// of your own) and walk down with [`Node::child`] (a property or a map value) and
+/// [`Node::items`]:
 ///
 /// ```
 /// use serde_json::json;
@@ -55,7 +90,7 @@ pub enum Shape {
 /// assert_eq!(secrets.shape(), Shape::Array);
 /// assert_eq!(secrets.patch_merge_key(), Some("name"));
 /// assert!(secrets.has_patch_strategy("merge"));
-/// assert_eq!(secrets.list_type(), ListType::Map(vec!["name".into()]));
+/// assert_eq!(secrets.list_type(), &ListType::Map(vec!["name".into()]));
 ///
 /// // Fields are followed through `$ref`s: metadata is ObjectMeta, its labels a map of strings.
 /// let labels = root.child("metadata").and_then(|m| m.child("labels")).unwrap();
@@ -67,31 +102,160 @@ pub enum Shape {
 /// assert_eq!(root.prune_unknown(&mut body), ["secret", "metadata.colour"]);
 /// assert!(root.check_types(&json!({"automountServiceAccountToken": "yes"})).is_err());
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Node<'a> {
-    definitions: &'a Map<String, Value>,
-    /// The schema written where the field is declared (extensions live here).
-    outer: &'a Value,
-    /// The schema after following `allOf: [{$ref}]` / `$ref` (the type's shape lives here).
-    inner: &'a Value,
-    /// [`Node::shape`], worked out once when the node is reached: every walk asks it of every
-    /// node, and each answer takes several keyword lookups in the raw schema.
-    shape: Shape,
+    schema: &'a CompiledSchema,
+    index: u32,
 }
 
-impl<'a> Node<'a> {
-    /// The schema of component `name` in `definitions`.
-    pub fn root(definitions: &'a Map<String, Value>, name: &str) -> Option<Node<'a>> {
-        let v = definitions.get(name)?;
-        Some(Self::at(definitions, v))
+impl std::fmt::Debug for Node<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .field("shape", &self.shape())
+            .field("type", &self.type_name())
+            .finish()
+    }
+}
+
+impl CompiledSchema {
+    /// Reads component `name` of `definitions`, and everything it refers to.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use strata_object::schema::{CompiledSchema, Shape};
+    ///
+    /// let definitions = json!({
+    ///     "Thing": {"type": "object", "properties": {"spec": {"$ref": "#/components/schemas/Spec"}}},
+    ///     "Spec": {"type": "object", "properties": {"size": {"type": "integer"}}}
+    /// });
+    /// let schema = CompiledSchema::new(definitions.as_object().unwrap(), "Thing").unwrap();
+    /// let size = schema.root().child("spec").and_then(|s| s.child("size")).unwrap();
+    /// assert_eq!((size.shape(), size.type_name()), (Shape::Scalar, Some("integer")));
+    /// ```
+    pub fn new(definitions: &Map<String, Value>, name: &str) -> Option<CompiledSchema> {
+        let root = definitions.get(name)?;
+        let mut reader = Reader {
+            definitions,
+            nodes: Vec::new(),
+            seen: HashMap::new(),
+        };
+        reader.node(root);
+        Some(CompiledSchema {
+            nodes: reader.nodes,
+        })
     }
 
-    fn at(definitions: &'a Map<String, Value>, outer: &'a Value) -> Node<'a> {
+    /// The position of the root component.
+    pub fn root(&self) -> Node<'_> {
+        Node {
+            schema: self,
+            index: 0,
+        }
+    }
+}
+
+/// The state of reading a schema: the nodes so far, and which JSON schema each came from, so
+/// that a schema reached twice (or through a cycle of `$ref`s) is one node.
+struct Reader<'d> {
+    definitions: &'d Map<String, Value>,
+    nodes: Vec<NodeData>,
+    seen: HashMap<*const Value, u32>,
+}
+
+impl<'d> Reader<'d> {
+    fn node(&mut self, outer: &'d Value) -> u32 {
+        if let Some(&index) = self.seen.get(&(outer as *const Value)) {
+            return index;
+        }
+        let inner = self.follow(outer);
+        let keyword = |key: &str| outer.get(key).or_else(|| inner.get(key));
+        let text = |key: &str| keyword(key).and_then(Value::as_str).map(Box::from);
+        let preserves_unknown_fields = keyword("x-kubernetes-preserve-unknown-fields")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let type_name = text("type");
+        let additional = inner.get("additionalProperties").filter(|v| v.is_object());
+        let shape = if preserves_unknown_fields {
+            Shape::Any
+        } else if inner.get("properties").is_some() {
+            Shape::Struct
+        } else if additional.is_some() {
+            Shape::Map
+        } else {
+            match type_name.as_deref() {
+                Some("array") => Shape::Array,
+                Some("object") | None => Shape::Any,
+                Some(_) => Shape::Scalar,
+            }
+        };
+        let list_type = match keyword("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("set") => ListType::Set,
+            Some("map") => ListType::Map(
+                keyword("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(String::from)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            _ => ListType::Atomic,
+        };
+        let patch_strategies = keyword("x-kubernetes-patch-strategy")
+            .and_then(Value::as_str)
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(Box::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let index = self.nodes.len() as u32;
+        self.seen.insert(outer as *const Value, index);
+        self.nodes.push(NodeData {
+            shape,
+            type_name,
+            format: text("format"),
+            properties: Vec::new(),
+            by_name: Vec::new(),
+            values: None,
+            items: None,
+            list_type,
+            atomic_map: keyword("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
+            patch_strategies,
+            patch_merge_key: text("x-kubernetes-patch-merge-key"),
+            preserves_unknown_fields,
+        });
+        // Children are read after this node is in the table, so a cycle ends here.
+        let properties: Vec<(Box<str>, u32)> = inner
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (Box::from(k.as_str()), self.node(v)))
+            .collect();
+        let mut by_name: Vec<u32> = (0..properties.len() as u32).collect();
+        by_name.sort_by(|&a, &b| properties[a as usize].0.cmp(&properties[b as usize].0));
+        let values = additional.map(|v| self.node(v));
+        let items = inner.get("items").map(|v| self.node(v));
+        let data = &mut self.nodes[index as usize];
+        data.properties = properties;
+        data.by_name = by_name;
+        data.values = values;
+        data.items = items;
+        index
+    }
+
+    /// The schema `outer` stands for: through at most a few `$ref`s and single-member `allOf`s.
+    fn follow(&self, outer: &'d Value) -> &'d Value {
         let mut inner = outer;
-        // Follow at most a few indirections: `allOf` with one member, or a `$ref`.
         for _ in 0..8 {
             if let Some(r) = inner.get("$ref").and_then(Value::as_str) {
-                match r.rsplit('/').next().and_then(|n| definitions.get(n)) {
+                match r.rsplit('/').next().and_then(|n| self.definitions.get(n)) {
                     Some(next) => inner = next,
                     None => break,
                 }
@@ -103,82 +267,60 @@ impl<'a> Node<'a> {
                 break;
             }
         }
-        let mut node = Node {
-            definitions,
-            outer,
-            inner,
-            shape: Shape::Any,
-        };
-        node.shape = node.find_shape();
-        node
+        inner
+    }
+}
+
+impl<'a> Node<'a> {
+    fn data(&self) -> &'a NodeData {
+        &self.schema.nodes[self.index as usize]
     }
 
-    /// An extension or keyword, looked up on the declaring schema first.
-    fn keyword(&self, key: &str) -> Option<&'a Value> {
-        self.outer.get(key).or_else(|| self.inner.get(key))
+    fn at(&self, index: u32) -> Node<'a> {
+        Node {
+            schema: self.schema,
+            index,
+        }
     }
 
     /// The shape of the value here.
     pub fn shape(&self) -> Shape {
-        self.shape
-    }
-
-    fn find_shape(&self) -> Shape {
-        if self.preserves_unknown_fields() {
-            return Shape::Any;
-        }
-        if self.inner.get("properties").is_some() {
-            return Shape::Struct;
-        }
-        if self
-            .inner
-            .get("additionalProperties")
-            .is_some_and(Value::is_object)
-        {
-            return Shape::Map;
-        }
-        match self.keyword("type").and_then(Value::as_str) {
-            Some("array") => Shape::Array,
-            Some("object") | None => Shape::Any,
-            Some(_) => Shape::Scalar,
-        }
+        self.data().shape
     }
 
     /// The OpenAPI `type` (`string`, `integer`, `number`, `boolean`, `object`, `array`).
     pub fn type_name(&self) -> Option<&'a str> {
-        self.keyword("type").and_then(Value::as_str)
+        self.data().type_name.as_deref()
     }
 
     /// The OpenAPI `format` (e.g. `date-time`, `int64`).
     pub fn format(&self) -> Option<&'a str> {
-        self.keyword("format").and_then(Value::as_str)
+        self.data().format.as_deref()
     }
 
     /// The declared property `name` of a struct.
     pub fn property(&self, name: &str) -> Option<Node<'a>> {
-        let p = self.inner.get("properties")?.get(name)?;
-        Some(Self::at(self.definitions, p))
+        let data = self.data();
+        let found = data
+            .by_name
+            .binary_search_by(|&i| (*data.properties[i as usize].0).cmp(name))
+            .ok()?;
+        Some(self.at(data.properties[data.by_name[found] as usize].1))
     }
 
     /// The declared property names of a struct, in schema order.
     pub fn property_names(&self) -> impl Iterator<Item = &'a str> {
-        self.inner
-            .get("properties")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flat_map(|m| m.keys().map(String::as_str))
+        self.data().properties.iter().map(|(k, _)| &**k)
     }
 
     /// The schema of a map's values.
     pub fn values(&self) -> Option<Node<'a>> {
-        let v = self.inner.get("additionalProperties")?;
-        v.is_object().then(|| Self::at(self.definitions, v))
+        self.data().values.map(|i| self.at(i))
     }
 
     /// The schema of an array's items.
     pub fn items(&self) -> Option<Node<'a>> {
-        let v = self.inner.get("items")?;
-        Some(Self::at(self.definitions, v))
+        self.data().items.map(|i| self.at(i))
     }
 
     /// The schema of the child reached by `key`: a property of a struct or a value of a map.
@@ -191,64 +333,59 @@ impl<'a> Node<'a> {
     }
 
     /// `x-kubernetes-list-type`, defaulting to atomic.
-    pub fn list_type(&self) -> ListType {
-        match self
-            .keyword("x-kubernetes-list-type")
-            .and_then(Value::as_str)
-        {
-            Some("set") => ListType::Set,
-            Some("map") => ListType::Map(
-                self.keyword("x-kubernetes-list-map-keys")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(String::from)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            ),
-            _ => ListType::Atomic,
-        }
+    pub fn list_type(&self) -> &'a ListType {
+        &self.data().list_type
     }
 
     /// Whether an object is owned and replaced as a whole (`x-kubernetes-map-type: atomic`).
     pub fn atomic_map(&self) -> bool {
-        self.keyword("x-kubernetes-map-type")
-            .and_then(Value::as_str)
-            == Some("atomic")
+        self.data().atomic_map
     }
 
     /// The strategic-merge strategies of this field (`x-kubernetes-patch-strategy`, a
     /// comma-separated list such as `merge,retainKeys`).
     pub fn patch_strategies(&self) -> Vec<&'a str> {
-        self.keyword("x-kubernetes-patch-strategy")
-            .and_then(Value::as_str)
-            .map(|s| {
-                s.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.data().patch_strategies.iter().map(|s| &**s).collect()
     }
 
     /// Whether the strategic-merge strategies include `strategy`.
     pub fn has_patch_strategy(&self, strategy: &str) -> bool {
-        self.patch_strategies().contains(&strategy)
+        self.data()
+            .patch_strategies
+            .iter()
+            .any(|s| &**s == strategy)
     }
 
     /// The strategic-merge key of a list of objects (`x-kubernetes-patch-merge-key`).
     pub fn patch_merge_key(&self) -> Option<&'a str> {
-        self.keyword("x-kubernetes-patch-merge-key")
-            .and_then(Value::as_str)
+        self.data().patch_merge_key.as_deref()
     }
 
     /// Whether unknown fields are kept here (`x-kubernetes-preserve-unknown-fields: true`).
     pub fn preserves_unknown_fields(&self) -> bool {
-        self.keyword("x-kubernetes-preserve-unknown-fields")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+        self.data().preserves_unknown_fields
+    }
+}
+
+/// A resource type's [`CompiledSchema`], read on first use ([`ResourceType::schema`]) from its
+/// `definitions` and `schema_name`, which must not change after that. A clone starts empty.
+#[derive(Default)]
+pub struct SchemaCache(OnceLock<Option<CompiledSchema>>);
+
+impl Clone for SchemaCache {
+    fn clone(&self) -> Self {
+        SchemaCache::default()
+    }
+}
+
+impl std::fmt::Debug for SchemaCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.0.get() {
+            None => "not read",
+            Some(None) => "no schema",
+            Some(Some(_)) => "read",
+        };
+        f.write_str(state)
     }
 }
 
@@ -401,7 +538,11 @@ fn join(path: &str, key: &str) -> String {
 impl ResourceType {
     /// The root of the kind's schema.
     pub fn schema(&self) -> Option<Node<'_>> {
-        Node::root(&self.definitions, &self.schema_name)
+        self.schema_cache
+            .0
+            .get_or_init(|| CompiledSchema::new(&self.definitions, &self.schema_name))
+            .as_ref()
+            .map(CompiledSchema::root)
     }
 }
 
@@ -417,12 +558,12 @@ mod tests {
         assert_eq!(root.shape(), Shape::Struct);
         let secrets = root.property("secrets").unwrap();
         assert_eq!(secrets.shape(), Shape::Array);
-        assert_eq!(secrets.list_type(), ListType::Map(vec!["name".into()]));
+        assert_eq!(secrets.list_type(), &ListType::Map(vec!["name".into()]));
         assert_eq!(secrets.patch_merge_key(), Some("name"));
         assert!(secrets.has_patch_strategy("merge"));
         assert_eq!(secrets.items().unwrap().shape(), Shape::Struct);
         let pull = root.property("imagePullSecrets").unwrap();
-        assert_eq!(pull.list_type(), ListType::Atomic);
+        assert_eq!(pull.list_type(), &ListType::Atomic);
         assert!(pull.patch_strategies().is_empty());
 
         let meta = root.property("metadata").unwrap();
@@ -430,7 +571,10 @@ mod tests {
         let labels = meta.child("labels").unwrap();
         assert_eq!(labels.shape(), Shape::Map);
         assert_eq!(labels.child("app").unwrap().shape(), Shape::Scalar);
-        assert_eq!(meta.child("finalizers").unwrap().list_type(), ListType::Set);
+        assert_eq!(
+            meta.child("finalizers").unwrap().list_type(),
+            &ListType::Set
+        );
         let created = meta.property("creationTimestamp").unwrap();
         assert_eq!(created.shape(), Shape::Scalar);
         assert_eq!(created.format(), Some("date-time"));
@@ -441,6 +585,41 @@ mod tests {
             .unwrap();
         assert_eq!(fields.shape(), Shape::Any);
         assert!(root.property("spec").is_none());
+    }
+
+    #[test]
+    fn recursive_schemas_become_cycles_and_declaring_schemas_win() {
+        let definitions = serde_json::json!({
+            "Tree": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "children": {"type": "array", "x-kubernetes-list-type": "map",
+                             "x-kubernetes-list-map-keys": ["name"],
+                             "items": {"$ref": "#/components/schemas/Tree"}},
+                "shadow": {"allOf": [{"$ref": "#/components/schemas/Leaf"}],
+                           "x-kubernetes-map-type": "atomic", "format": "mine"}
+            }},
+            "Leaf": {"type": "object", "format": "theirs", "properties": {"v": {"type": "integer"}}}
+        });
+        let compiled = CompiledSchema::new(definitions.as_object().unwrap(), "Tree").unwrap();
+        let root = compiled.root();
+        let mut node = root;
+        for _ in 0..5 {
+            let children = node.child("children").unwrap();
+            assert_eq!(children.list_type(), &ListType::Map(vec!["name".into()]));
+            node = children.items().unwrap();
+            assert_eq!(
+                node.property_names().collect::<Vec<_>>(),
+                ["name", "children", "shadow"]
+            );
+        }
+        // The component is read once, however deep the walk goes.
+        assert!(compiled.nodes.len() < 10, "{} nodes", compiled.nodes.len());
+        let shadow = node.child("shadow").unwrap();
+        assert_eq!(shadow.shape(), Shape::Struct);
+        assert!(shadow.atomic_map());
+        assert_eq!(shadow.format(), Some("mine"));
+        assert_eq!(shadow.child("v").unwrap().type_name(), Some("integer"));
+        assert!(CompiledSchema::new(definitions.as_object().unwrap(), "Nothing").is_none());
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! The patch engines work on JSON value trees and a type's OpenAPI schema. Typed objects go in
 //! and come out through serde; the schemas of ServiceAccount and ConfigMap come with
 //! `strata-object` (`strata_object::builtin`). For a type Strata does not build in (a
-//! Deployment, your own custom resource), make a `Node` from its OpenAPI `components.schemas`
-//! with `strata_object::schema::Node::root`.
+//! Deployment, your own custom resource), read its OpenAPI `components.schemas` with
+//! `strata_object::schema::CompiledSchema::new` and walk from its `root()`.
 
 use std::collections::BTreeMap;
 use std::error::Error;

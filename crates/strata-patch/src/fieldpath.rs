@@ -575,7 +575,7 @@ pub(crate) enum Track<'a> {
     /// A `set` list: each element is tracked by its value (`v:`).
     Set,
     /// A `map` list: each element is tracked by its key fields (`k:`) and recursed into.
-    Keyed(Vec<String>, Option<Node<'a>>),
+    Keyed(&'a [String], Option<Node<'a>>),
 }
 
 impl<'a> Track<'a> {
@@ -611,7 +611,7 @@ impl<'a> Track<'a> {
             Track::Keyed(keys, _) => {
                 let obj = item.as_object()?;
                 let mut fields = Vec::with_capacity(keys.len());
-                for k in keys {
+                for k in keys.iter() {
                     let v = obj.get(k).filter(|v| !v.is_null())?;
                     fields.push((k.clone(), PathValue(v.clone())));
                 }
@@ -1283,7 +1283,8 @@ mod tests {
             }}
         });
         let definitions = definitions.as_object().unwrap().clone();
-        let schema = Node::root(&definitions, "Thing").unwrap();
+        let compiled = strata_object::schema::CompiledSchema::new(&definitions, "Thing").unwrap();
+        let schema = compiled.root();
         let objects = [
             json!({"apiVersion": "x/v1", "kind": "Thing", "metadata": {"name": "a"}}),
             json!({"metadata": {"name": "a", "labels": {"k": "v", "n": null}, "finalizers": [],

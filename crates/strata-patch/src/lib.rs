@@ -5,8 +5,9 @@
 //! Objects are [`serde_json::Value`] trees, whatever their type; a type's OpenAPI schema, walked
 //! through [`strata_object::schema::Node`], says how its lists and maps merge and which fields
 //! exist. Strata's built-in types come with their schemas
-//! ([`strata_object::builtin`]); for another type, build a `Node` from its OpenAPI
-//! `components.schemas` with [`Node::root`](strata_object::schema::Node::root).
+//! ([`strata_object::builtin`]); for another type, read its OpenAPI
+//! `components.schemas` with [`CompiledSchema::new`](strata_object::schema::CompiledSchema::new)
+//! and walk from its `root()`.
 //!
 //! | Engine | Function | Kubernetes content type |
 //! |---|---|---|

@@ -59,6 +59,7 @@ fn widget() -> ResourceType {
         unknown_field_style: UnknownFieldStyle::NotKnown,
         custom: false,
         scale: None,
+        schema_cache: Default::default(),
     }
 }
 
