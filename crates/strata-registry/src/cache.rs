@@ -1,7 +1,8 @@
 //! The registry's side of the watch cache: how a stored value becomes a [`CachedObject`], and
 //! back into an [`Object`] where code needs the tree.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -19,7 +20,14 @@ pub(crate) struct JsonDecoder {
     api_version: String,
     fields: Vec<String>,
     strategy: Arc<dyn Strategy>,
+    /// Cache forms of this server's own writes, by revision, until the watch cache reaches
+    /// their events: it takes them instead of decoding the bytes it was just given again.
+    written: Mutex<BTreeMap<Revision, CachedObject>>,
 }
+
+/// The most cache forms of writes [`JsonDecoder`] holds for events not reached yet; beyond it
+/// the oldest is dropped (and decoded when its event comes).
+const WRITTEN_LIMIT: usize = 4096;
 
 impl JsonDecoder {
     pub(crate) fn new(info: &ResourceType, strategy: Arc<dyn Strategy>) -> Self {
@@ -37,6 +45,51 @@ impl JsonDecoder {
             api_version: info.api_version(),
             fields,
             strategy,
+            written: Mutex::default(),
+        }
+    }
+
+    /// The cache form of `obj`, just stored under `key` at `revision` (its resourceVersion
+    /// set to that revision), kept for the watch cache's event of that write; returns its JSON,
+    /// which is what a GET of that version answers. `stored_len` is the stored value's length.
+    ///
+    /// None for an object stored in another type's form, whose decoding could differ.
+    pub(crate) fn written(
+        &self,
+        key: &str,
+        obj: &Object,
+        stored_len: usize,
+        revision: Revision,
+    ) -> Option<Bytes> {
+        if !matches!(self.strategy.to_storage(obj), std::borrow::Cow::Borrowed(_)) {
+            return None;
+        }
+        let cached = self.cached(key, obj, revision, stored_len);
+        let json = cached.json().clone();
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if written.len() >= WRITTEN_LIMIT {
+            written.pop_first();
+        }
+        written.insert(revision, cached);
+        Some(json)
+    }
+
+    /// The cache form [`JsonDecoder::written`] kept for `key` at `revision`, if any. Forms of
+    /// earlier revisions are dropped: the watch cache asks in revision order, so it has gone
+    /// past them (their writes' answers came after their events).
+    fn take_written(&self, key: &str, revision: Revision) -> Option<CachedObject> {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(first) = written.first_entry() {
+            if *first.key() >= revision {
+                break;
+            }
+            first.remove();
+        }
+        match written.first_entry() {
+            Some(first) if *first.key() == revision && first.get().key() == key => {
+                Some(first.remove())
+            }
+            _ => None,
         }
     }
 }
@@ -46,29 +99,42 @@ impl Decoder for JsonDecoder {
         if let Some(e) = crate::encryption::transform_error(value) {
             return Err(e);
         }
-        let mut obj: Object = strata_codec::json::from_slice(value)
-            .map_err(|e| e.to_string())
-            .and_then(|v| Object::from_value(v).map_err(|e| e.to_string()))?;
-        self.strategy.convert_from_storage(&mut obj);
-        Ok(self.cached(key, obj, revision, value.len()))
+        match self.take_written(key, revision) {
+            Some(cached) => Ok(cached),
+            None => self.decode_value(key, value, revision),
+        }
     }
 
     fn restamp(&self, obj: &CachedObject, revision: Revision) -> Result<CachedObject, String> {
-        self.decode(obj.key(), obj.json(), revision)
+        // Not a written form: the one at `revision` is the new content, this is the old.
+        self.decode_value(obj.key(), obj.json(), revision)
     }
 }
 
 impl JsonDecoder {
-    /// The cache form of `obj`; `stored_len`, the length of its stored JSON, sizes the buffer
-    /// the cached JSON is written into.
+    fn decode_value(
+        &self,
+        key: &str,
+        value: &[u8],
+        revision: Revision,
+    ) -> Result<CachedObject, String> {
+        let mut obj: Object = strata_codec::json::from_slice(value)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Object::from_value(v).map_err(|e| e.to_string()))?;
+        self.strategy.convert_from_storage(&mut obj);
+        obj.set_resource_version(&to_resource_version(revision).to_string());
+        Ok(self.cached(key, &obj, revision, value.len()))
+    }
+
+    /// The cache form of `obj`, whose resourceVersion is set to `revision`'s; `stored_len`, the
+    /// length of its stored JSON, sizes the buffer the cached JSON is written into.
     fn cached(
         &self,
         key: &str,
-        mut obj: Object,
+        obj: &Object,
         revision: Revision,
         stored_len: usize,
     ) -> CachedObject {
-        obj.set_resource_version(&to_resource_version(revision).to_string());
         let labels = obj
             .labels()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -76,16 +142,18 @@ impl JsonDecoder {
         let fields = self
             .fields
             .iter()
-            .map(|f| (f.clone(), field_value(&obj, f).unwrap_or("").to_string()))
+            .map(|f| (f.clone(), field_value(obj, f).unwrap_or("").to_string()))
             .collect();
-        let (json, prefix_len) = encode_with_type(&obj, &self.api_version, &self.kind, stored_len);
+        let (json, prefix_len) = encode_with_type(obj, &self.api_version, &self.kind, stored_len);
         CachedObject::new(key.to_string(), revision, labels, fields, json, prefix_len)
     }
 }
 
-/// Compact JSON of `obj` with `kind` and `apiVersion` first; returns the bytes and the length
-/// of that `{"kind":…,"apiVersion":…` prefix. `size_hint` is about the expected length (the
-/// stored JSON's).
+/// Compact JSON of `obj` with `kind` and `apiVersion` first and `metadata.resourceVersion`
+/// last in its metadata, wherever the tree has them; returns the bytes and the length of that
+/// `{"kind":…,"apiVersion":…` prefix. `size_hint` is about the expected length (the stored
+/// JSON's). A version's bytes are thus the same whether the watch cache decoded its stored
+/// value or the write that stored it made them.
 ///
 /// The bytes are held exactly: the cache keeps them for the object's lifetime, and a buffer
 /// grown by doubling would hold up to twice the JSON.
@@ -109,11 +177,31 @@ fn encode_with_type(
         out.push(b',');
         serde_json::to_writer(&mut out, k).unwrap_or_default();
         out.push(b':');
-        serde_json::to_writer(&mut out, v).unwrap_or_default();
+        match v {
+            Value::Object(meta) if k == "metadata" => write_metadata(&mut out, meta),
+            _ => serde_json::to_writer(&mut out, v).unwrap_or_default(),
+        }
     }
     out.push(b'}');
     out.shrink_to_fit();
     (Bytes::from(out), prefix_len)
+}
+
+/// `metadata` as compact JSON with its `resourceVersion`, if any, last.
+fn write_metadata(out: &mut Vec<u8>, meta: &serde_json::Map<String, Value>) {
+    let mut separator = b'{';
+    let members = meta.iter().filter(|(k, _)| *k != "resourceVersion");
+    for (k, v) in members.chain(meta.get_key_value("resourceVersion")) {
+        out.push(separator);
+        separator = b',';
+        serde_json::to_writer(&mut *out, k).unwrap_or_default();
+        out.push(b':');
+        serde_json::to_writer(&mut *out, v).unwrap_or_default();
+    }
+    if separator == b'{' {
+        out.push(b'{');
+    }
+    out.push(b'}');
 }
 
 /// The object tree of a cached version.
@@ -159,5 +247,77 @@ mod tests {
                 br#"{"kind":"ServiceAccount","apiVersion":"v1""#
             );
         }
+    }
+
+    fn service_accounts() -> JsonDecoder {
+        let info = strata_object::builtin::service_account();
+        let strategy = crate::strategy::builtin(&info);
+        JsonDecoder::new(&info, strategy)
+    }
+
+    /// What a write hands the watch cache is byte for byte what decoding its stored value
+    /// gives, it is taken once, by its own event, and a restamp never takes it.
+    #[test]
+    fn a_written_form_is_the_decoded_form_and_is_taken_by_its_event() {
+        let decoder = service_accounts();
+        let key = "/registry/serviceaccounts/default/a";
+        let mut obj = Object::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "a", "namespace": "default", "labels": {"app": "x"},
+                         "annotations": {"note": "é\"\n"}, "uid": "u"},
+            "secrets": [{"name": "s"}], "automountServiceAccountToken": false
+        }))
+        .unwrap();
+        let stored = serde_json::to_vec(&obj.as_value()).unwrap();
+        obj.set_resource_version("7");
+        let json = decoder
+            .written(key, &obj, stored.len(), Revision(7))
+            .unwrap();
+        let decoded = decoder.decode_value(key, &stored, Revision(7)).unwrap();
+        assert_eq!(json, decoded.json());
+        // A restamp at that revision is of other content: it decodes what it is given.
+        let older = decoder.decode_value(key, &stored, Revision(6)).unwrap();
+        let restamped = decoder.restamp(&older, Revision(7)).unwrap();
+        assert_eq!(restamped.json(), decoded.json());
+        assert_eq!(decoder.written.lock().unwrap().len(), 1);
+        // Another key at that revision does not take it; its own event does, once.
+        let other = decoder
+            .decode(&format!("{key}x"), &stored, Revision(7))
+            .unwrap();
+        assert_eq!(other.key(), format!("{key}x"));
+        let taken = decoder.decode(key, &stored, Revision(7)).unwrap();
+        assert_eq!((taken.key(), taken.json()), (key, &json));
+        assert!(decoder.written.lock().unwrap().is_empty());
+        // A form the watch cache went past is dropped by the next event.
+        decoder
+            .written(key, &obj, stored.len(), Revision(8))
+            .unwrap();
+        decoder.decode(key, &stored, Revision(9)).unwrap();
+        assert!(decoder.written.lock().unwrap().is_empty());
+    }
+
+    /// A write whose resourceVersion sits anywhere in its metadata makes the bytes decoding
+    /// the stored value (which has none) makes: resourceVersion last.
+    #[test]
+    fn resource_version_goes_last_whichever_way_the_form_is_made() {
+        let decoder = service_accounts();
+        let obj = Object::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "a", "resourceVersion": "7", "namespace": "default"}
+        }))
+        .unwrap();
+        let mut stored = obj.clone();
+        stored.set_meta_value("resourceVersion", None);
+        let stored = serde_json::to_vec(&stored.as_value()).unwrap();
+        let json = decoder.written("k", &obj, stored.len(), Revision(7)).unwrap();
+        assert_eq!(
+            &json[..],
+            br#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"7"}}"#
+        );
+        let decoded = decoder.decode_value("k", &stored, Revision(7)).unwrap();
+        assert_eq!(&json, decoded.json());
+        let empty = Object::from_value(serde_json::json!({"metadata": {}})).unwrap();
+        let (json, _) = encode_with_type(&empty, "v1", "ServiceAccount", 0);
+        assert_eq!(&json[..], br#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{}}"#);
     }
 }

@@ -357,7 +357,7 @@ impl Registry {
         if let ScaleChange::Patch(kind, _) = &change {
             opts.check_patch(*kind)?;
         }
-        let written = self
+        let (written, _) = self
             .guaranteed_update(rt, namespace, name, &opts, None, "", |current| {
                 let scale = match &change {
                     ScaleChange::Replace(body) => body.value.clone(),

@@ -55,6 +55,9 @@ pub struct Written {
     pub object: Object,
     pub warnings: Vec<String>,
     pub created: bool,
+    /// `object` as compact JSON, `kind` and `apiVersion` first, exactly as a GET of its version
+    /// answers it: made once for the watch cache when the write stored it, and answered as is.
+    pub json: Option<bytes::Bytes>,
 }
 
 /// The four patch types of spec §4.6.

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::Value;
 use strata_object::field::FieldError;
 use strata_object::{now_rfc3339, Object, Status};
@@ -139,16 +140,18 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Written, Status> {
         let (obj, warnings) = self.checked_body(rt, body.into(), opts)?;
-        let object = self.create_object(rt, namespace, obj, opts, true).await?;
+        let (object, json) = self.create_object(rt, namespace, obj, opts, true).await?;
         Ok(Written {
             object,
             warnings,
             created: true,
+            json,
         })
     }
 
     /// Creates `obj`, already decoded and field-checked. `track` records the write in
-    /// managedFields as an Update (an apply that creates has recorded itself already).
+    /// managedFields as an Update (an apply that creates has recorded itself already). Returns
+    /// the object created and, when the write made it, its JSON as a GET answers it.
     pub(crate) async fn create_object(
         &self,
         rt: &RegisteredType,
@@ -156,7 +159,7 @@ impl Registry {
         mut obj: Object,
         opts: &WriteOptions,
         track: bool,
-    ) -> Result<Object, Status> {
+    ) -> Result<(Object, Option<Bytes>), Status> {
         if let Some(refused) = rt.strategy.forbid_create() {
             return Err(refused);
         }
@@ -227,16 +230,19 @@ impl Registry {
             if existing.is_some() {
                 return Err(self.already_exists(rt, &obj).await);
             }
-            return Ok(obj);
+            return Ok((obj, None));
         }
         let mut attempts = 0;
         loop {
             let key = rt.info.key(obj.namespace(), obj.name());
-            match self.store.create(&key, encode_stored(rt, &obj)).await {
+            let stored = encode_stored(rt, &obj);
+            let stored_len = stored.len();
+            match self.store.create(&key, stored).await {
                 Ok(kv) => {
                     rt.wrote(kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
-                    return Ok(obj);
+                    let json = rt.decoder.written(&key, &obj, stored_len, kv.mod_revision);
+                    return Ok((obj, json));
                 }
                 Err(StoreError::Exists(_)) if generate && attempts + 1 < GENERATE_NAME_ATTEMPTS => {
                     attempts += 1;
@@ -333,7 +339,7 @@ impl Registry {
             obj.set_namespace("");
         }
         let precondition = obj.resource_version().to_owned();
-        let object = self
+        let (object, json) = self
             .guaranteed_update(rt, namespace, name, opts, None, &precondition, |_| {
                 Ok(obj.clone())
             })
@@ -342,6 +348,7 @@ impl Registry {
             object,
             warnings,
             created: false,
+            json,
         })
     }
 
@@ -374,7 +381,7 @@ impl Registry {
             ));
         }
         let mut warnings = Vec::new();
-        let object = self
+        let (object, json) = self
             .guaranteed_update(rt, namespace, name, opts, None, "", |current| {
                 let mut doc = write::apply_patch(&rt.info, kind, current.as_value(), &patch.value)?;
                 let found = write::check_fields(
@@ -392,6 +399,7 @@ impl Registry {
             object,
             warnings,
             created: false,
+            json,
         })
     }
 
@@ -433,11 +441,12 @@ impl Registry {
                 )
                 .await;
             match updated {
-                Ok(object) => {
+                Ok((object, json)) => {
                     return Ok(Written {
                         object,
                         warnings,
                         created: false,
+                        json,
                     })
                 }
                 // Only the main resource creates: a sub-resource (`/status`) of a missing
@@ -448,11 +457,12 @@ impl Registry {
             let obj = write::apply_to(&rt.info, None, &applied, opts)?;
             let obj = self.decode_body(rt, obj)?;
             match self.create_object(rt, namespace, obj, opts, false).await {
-                Ok(object) => {
+                Ok((object, json)) => {
                     return Ok(Written {
                         object,
                         warnings,
                         created: true,
+                        json,
                     })
                 }
                 // Created by someone else meanwhile: apply to theirs.
@@ -493,7 +503,7 @@ impl Registry {
         applied: Option<&Value>,
         precondition: &str,
         mut mutate: impl FnMut(&Object) -> Result<Object, Status>,
-    ) -> Result<Object, Status> {
+    ) -> Result<(Object, Option<Bytes>), Status> {
         let key = rt.info.key(namespace, name);
         // Only one update can pass a precondition on a version, and a dry run writes nothing:
         // neither gains from taking turns.
@@ -545,7 +555,7 @@ impl Registry {
                                 obj.set_resource_version(
                                     &to_resource_version(revision).to_string(),
                                 );
-                                return Ok(obj);
+                                return Ok((obj, None));
                             }
                             Err(StoreError::Conflict { .. }) => continue,
                             Err(e) => return Err(store_error(Op::Update, rt, name, e)),
@@ -565,7 +575,7 @@ impl Registry {
                             .map_err(|e| store_error(Op::Update, rt, name, e))?
                     {
                         // Nothing changed: no write, no new revision.
-                        return Ok(current);
+                        return Ok((current, None));
                     }
                     chain.base = Some(kv);
                     Some(bytes)
@@ -577,13 +587,17 @@ impl Registry {
                 }
                 None => Some(bytes),
             };
+            let stored_len = value.as_ref().map(Bytes::len);
             let answer = entered.push(&mut chain, value, &self.store);
             drop(chain);
             match answer.await {
                 Ok(Ok(revision)) => {
                     rt.wrote(revision);
                     obj.set_resource_version(&to_resource_version(revision).to_string());
-                    return Ok(obj);
+                    // A version of its own (not the tip's, answered unchanged) has an event.
+                    let json =
+                        stored_len.and_then(|len| rt.decoder.written(&key, &obj, len, revision));
+                    return Ok((obj, json));
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
                 Ok(Err(StoreError::Conflict { .. })) => continue,
@@ -607,7 +621,7 @@ impl Registry {
         opts: &WriteOptions,
         applied: Option<&Value>,
         mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
-    ) -> Result<Object, Status> {
+    ) -> Result<(Object, Option<Bytes>), Status> {
         loop {
             let (kv, current) = self.read_current(rt, key, name).await?;
             let planned = self.plan_update(rt, name, opts, applied, mutate, &current)?;
@@ -619,7 +633,7 @@ impl Registry {
                             rt.wrote(revision);
                             // At the deletion's revision, as the DELETED event has it.
                             obj.set_resource_version(&to_resource_version(revision).to_string());
-                            return Ok(obj);
+                            return Ok((obj, None));
                         }
                         Err(StoreError::Conflict { .. }) => continue,
                         Err(e) => return Err(store_error(Op::Update, rt, name, e)),
@@ -634,7 +648,7 @@ impl Registry {
                             .await
                             .map_err(|e| store_error(Op::Update, rt, name, e))?;
                     if unchanged && (opts.dry_run || !rewrite) {
-                        return Ok(current);
+                        return Ok((current, None));
                     }
                     (obj, (!opts.dry_run).then_some(bytes))
                 }
@@ -642,13 +656,17 @@ impl Registry {
             let Some(bytes) = written else {
                 // Nothing may be stored: the object as it would be, at the current version.
                 obj.set_resource_version(current.resource_version());
-                return Ok(obj);
+                return Ok((obj, None));
             };
+            let stored_len = bytes.len();
             match self.store.update(key, bytes, kv.mod_revision).await {
                 Ok(new_kv) => {
                     rt.wrote(new_kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
-                    return Ok(obj);
+                    let json = rt
+                        .decoder
+                        .written(key, &obj, stored_len, new_kv.mod_revision);
+                    return Ok((obj, json));
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
                 Err(StoreError::Conflict { .. }) => continue,

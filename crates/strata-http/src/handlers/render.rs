@@ -213,7 +213,16 @@ pub(crate) fn written_response(
     include: IncludeObject,
     render: Render,
 ) -> Response<Body> {
-    let mut resp = object_response(code, written.object, output, include, render);
+    let mut resp = match written.json {
+        // The JSON the write made for the watch cache, which a GET of this version answers.
+        Some(json) if *output == Output::Json && !render.pretty => {
+            let mut body = Vec::with_capacity(json.len() + 1);
+            body.extend_from_slice(&json);
+            body.push(b'\n');
+            respond::bytes(code, body, "application/json")
+        }
+        _ => object_response(code, written.object, output, include, render),
+    };
     respond::add_warnings(&mut resp, &written.warnings);
     resp
 }
