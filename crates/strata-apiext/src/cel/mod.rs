@@ -78,6 +78,10 @@ struct Node {
     /// The schema `type`, which failed rules report as the value.
     type_name: String,
     rules: Vec<Rule>,
+    /// The fields of `self` and of `oldSelf` the rules select, when that is all they do with
+    /// them: only those are converted for an evaluation. None: the rules need the whole value.
+    self_fields: Option<Vec<String>>,
+    old_self_fields: Option<Vec<String>>,
     properties: Vec<(String, Node)>,
     items: Option<Box<Node>>,
     additional: Option<Box<Node>>,
@@ -423,6 +427,8 @@ fn compile_node(
                 shape,
                 set_list: s.list_type() == "set",
                 type_name: s.type_name(),
+                self_fields: selected_fields(&rules, "self"),
+                old_self_fields: selected_fields(&rules, "oldSelf"),
                 rules,
                 properties,
                 items,
@@ -706,6 +712,62 @@ fn redirect_equality(e: &mut IdedExpr, id: u64, shape: i64) -> bool {
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
     found
+}
+
+/// The fields of variable `var` that `rules` (their expressions and message expressions)
+/// select, as `var.field` or `has(var.field)`; None when one uses `var` any other way (passes
+/// it whole, iterates it, indexes it), and so needs all of it.
+fn selected_fields(rules: &[Rule], var: &str) -> Option<Vec<String>> {
+    let mut fields = Vec::new();
+    for rule in rules {
+        let message = rule.message_expression.as_ref().map(|(_, c)| c);
+        for compiled in rule.program.as_ref().ok().into_iter().chain(message) {
+            if !select_only(&compiled.expr, var, &mut fields) {
+                return None;
+            }
+        }
+    }
+    Some(fields)
+}
+
+/// Adds to `fields` the fields of `var` that `e` selects; false when `e` uses `var` otherwise.
+fn select_only(e: &IdedExpr, var: &str, fields: &mut Vec<String>) -> bool {
+    let children: Vec<&IdedExpr> = match &e.expr {
+        Expr::Ident(name) => return name != var,
+        Expr::Select(sel) => match &sel.operand.expr {
+            Expr::Ident(name) if name == var => {
+                if !fields.contains(&sel.field) {
+                    fields.push(sel.field.clone());
+                }
+                return true;
+            }
+            _ => vec![&sel.operand],
+        },
+        Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).collect(),
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => entry_values(&map.entries),
+        Expr::Struct(st) => entry_values(&st.entries),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::Literal(_) | Expr::Unspecified => return true,
+    };
+    children.into_iter().all(|x| select_only(x, var, fields))
+}
+
+/// The expressions of map or struct entries: keys and values.
+fn entry_values(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })
+        .collect()
 }
 
 fn redirect_matches(e: &mut IdedExpr) {
@@ -1216,15 +1278,19 @@ fn evaluate_rules(
         return false;
     }
     let shape = &*node.shape;
+    let convert = |v, fields: &Option<Vec<String>>| match fields {
+        Some(fields) => schema::to_val_selected(v, shape, fields),
+        None => schema::to_val(v, shape),
+    };
     let mut ctx = Context::with_env(st.env.clone());
-    ctx.add_variable_as_val("self", schema::to_val(v, shape));
+    ctx.add_variable_as_val("self", convert(v, &node.self_fields));
     if let Some(o) = old {
         if node
             .rules
             .iter()
             .any(|r| r.uses_old_self && !r.optional_old_self)
         {
-            ctx.add_variable_as_val("oldSelf", schema::to_val(o, shape));
+            ctx.add_variable_as_val("oldSelf", convert(o, &node.old_self_fields));
         }
     }
     // The activation of rules with `optionalOldSelf: true`, made when one needs it.
@@ -1459,5 +1525,62 @@ mod tests {
         assert!(cost_error_message("x", 2_000_000_000, 10_000_000).contains("more than 100x"));
         assert!(cost_error_message("x", 25_000_000, 10_000_000).contains("factor of 2.5x"));
         assert!(cost_error_message("x", 12_000_000, 10_000_000).contains("factor of 1.200000x"));
+    }
+
+    /// Rules that only select fields of `self` see those fields alone, and judge exactly as
+    /// with the whole value; a rule that needs all of `self` gets all of it.
+    #[test]
+    fn only_the_fields_rules_select_are_converted() {
+        let rule = |r: &str| json!({"rule": r});
+        let schema = |rules: Vec<J>| {
+            json!({"type": "object", "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": rules,
+                "properties": {
+                    "min": {"type": "integer"}, "max": {"type": "integer"},
+                    "tier": {"type": "string", "maxLength": 8},
+                    "env": {"type": "array", "maxItems": 4,
+                            "items": {"type": "string", "maxLength": 8}}
+                }
+            }}})
+        };
+        let spec_node = |rules: &Rules| -> Option<Vec<String>> {
+            let root = rules.root.as_ref().unwrap();
+            let (_, spec) = root.properties.iter().find(|(n, _)| n == "spec").unwrap();
+            spec.self_fields.clone()
+        };
+        let selecting = schema(vec![
+            rule("self.min <= self.max"),
+            rule("!has(self.tier) || self.tier != 'x'"),
+            json!({"rule": "self.min >= 0", "messageExpression": "self.min < 0 ? 'min is negative' : 'min'"}),
+        ]);
+        let rules = Rules::compile(&selecting, "spec.validation.openAPIV3Schema").unwrap();
+        assert_eq!(
+            spec_node(&rules),
+            Some(vec![
+                "min".to_string(),
+                "max".to_string(),
+                "tier".to_string()
+            ])
+        );
+        let ok = json!({"spec": {"min": 1, "max": 2, "env": ["a"]}});
+        assert!(rules.evaluate(&ok, None).errors.is_empty());
+        let bad = json!({"spec": {"min": -3, "max": -4, "tier": "x", "env": ["a"]}});
+        let errors: Vec<String> = rules
+            .evaluate(&bad, None)
+            .errors
+            .iter()
+            .map(|e| e.detail.clone())
+            .collect();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors.iter().any(|e| e == "min is negative"), "{errors:?}");
+
+        for whole in ["size(self) > 3", "[self][0].min >= 0", "self == self"] {
+            let rules = Rules::compile(&schema(vec![rule(whole)]), "s").expect(whole);
+            assert_eq!(spec_node(&rules), None, "{whole}");
+        }
+        // `ok`'s spec has three fields, all of which this rule counts.
+        let rules = Rules::compile(&schema(vec![rule("size(self) == 3")]), "s").unwrap();
+        assert!(rules.evaluate(&ok, None).errors.is_empty());
     }
 }

@@ -608,24 +608,42 @@ pub(crate) fn to_val<'v>(v: &'v J, shape: &'v Shape) -> BoxVal<'v> {
         (Shape::Array(items), J::Array(list)) => Box::new(CelList::from(
             list.iter().map(|i| to_val(i, items)).collect::<Vec<_>>(),
         )),
-        (Shape::Map(values), J::Object(m)) => Box::new(CelMap::from(
-            m.iter()
-                .map(|(k, v)| (CelMapKey::from(k.as_str()), to_val(v, values)))
-                .collect::<HashMap<_, _>>(),
-        )),
-        (Shape::Object(o), J::Object(m)) => Box::new(CelMap::from(
-            visible_fields(m, o)
-                .map(|(name, v, shape)| {
-                    let val = match shape {
-                        Some(shape) => to_val(v, shape),
-                        None => metadata_val(v),
-                    };
-                    (CelMapKey::from(name), val)
-                })
-                .collect::<HashMap<_, _>>(),
-        )),
+        (Shape::Map(_) | Shape::Object(_), J::Object(_)) => {
+            members_val(v, shape, |_| true).unwrap_or_else(|| any_val(v))
+        }
         _ => any_val(v),
     }
+}
+
+/// [`to_val`] of an object with only the members named in `fields` (CEL names, escaped):
+/// all that rules which only select those fields of it can see.
+pub(crate) fn to_val_selected<'v>(v: &'v J, shape: &'v Shape, fields: &[String]) -> BoxVal<'v> {
+    members_val(v, shape, |name| fields.iter().any(|f| f == name))
+        .unwrap_or_else(|| to_val(v, shape))
+}
+
+/// An object converted as a map of the members `keep` names (by their CEL names); None when
+/// `v` is not an object or `shape` not a map or an object.
+fn members_val<'v>(v: &'v J, shape: &'v Shape, keep: impl Fn(&str) -> bool) -> Option<BoxVal<'v>> {
+    let map: HashMap<_, _> = match (shape, v) {
+        (Shape::Map(values), J::Object(m)) => m
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(k, v)| (CelMapKey::from(k.as_str()), to_val(v, values)))
+            .collect(),
+        (Shape::Object(o), J::Object(m)) => visible_fields(m, o)
+            .filter(|(name, _, _)| keep(name))
+            .map(|(name, v, shape)| {
+                let val = match shape {
+                    Some(shape) => to_val(v, shape),
+                    None => metadata_val(v),
+                };
+                (CelMapKey::from(name), val)
+            })
+            .collect(),
+        _ => return None,
+    };
+    Some(Box::new(CelMap::from(map)))
 }
 
 fn metadata_val(v: &J) -> BoxVal<'_> {
