@@ -66,7 +66,9 @@ pub(crate) fn compact(shared: &Shared, target: Revision) -> Result<()> {
     drop(feed);
 
     let mut batch = WriteBatch::default();
-    let mut it = shared.db.raw_iterator_cf(history);
+    let mut it = shared
+        .db
+        .raw_iterator_cf_opt(history, crate::read::whole_order());
     for key in &keys {
         // Versions of `key` at or below the point, oldest first; the newest of them stays
         // (it is the state at `target`) unless it is a deletion.

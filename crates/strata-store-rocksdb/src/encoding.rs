@@ -37,6 +37,18 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// The user key of a history key (`<key>` of `<key> 0x00 <rev>`): the prefix the history
+/// family keeps bloom filters for, so that finding the versions of a key that has none (every
+/// create's check) skips the tables without reading them.
+pub(crate) fn history_prefix(raw: &[u8]) -> &[u8] {
+    &raw[..raw.len().saturating_sub(1 + REV_LEN)]
+}
+
+/// Whether `raw` is long enough to be a history key (see [`history_prefix`]).
+pub(crate) fn is_history_key(raw: &[u8]) -> bool {
+    raw.len() > REV_LEN
+}
+
 /// `<key> 0x00 <rev big-endian>`: the history entry of `key` written at `rev`.
 pub(crate) fn history_key(key: &[u8], rev: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len() + 1 + REV_LEN);

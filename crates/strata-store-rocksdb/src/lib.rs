@@ -63,8 +63,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    DBRawIteratorWithThreadMode, DBWithThreadMode, ErrorKind, Options, SingleThreaded, WriteBatch,
-    WriteOptions,
+    DBRawIteratorWithThreadMode, DBWithThreadMode, ErrorKind, Options, SingleThreaded,
+    SliceTransform, WriteBatch, WriteOptions,
 };
 use strata_store::{
     Changes, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
@@ -72,8 +72,8 @@ use strata_store::{
 use tokio::sync::{oneshot, watch};
 
 use crate::encoding::{
-    check_key, decode_u64, CF_CHANGES, CF_HISTORY, CF_META, FORMAT_VERSION, META_COMPACTED,
-    META_CURRENT, META_FORMAT,
+    check_key, decode_u64, history_prefix, is_history_key, CF_CHANGES, CF_HISTORY, CF_META,
+    FORMAT_VERSION, META_COMPACTED, META_CURRENT, META_FORMAT,
 };
 use crate::read::View;
 use crate::writer::{Op, Reply, Request};
@@ -235,8 +235,15 @@ impl RocksStore {
         // One small block cache for every column family. Without it each family gets its own
         // 32 MiB default, which the start's read of the whole history fills: resident memory
         // the watch cache (which serves reads) makes redundant.
+        let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
         let mut tables = BlockBasedOptions::default();
-        tables.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+        tables.set_block_cache(&cache);
+        // History tables keep a bloom filter of their user keys (10 bits each, about 1%
+        // false positives), which the writer's lookups of one key use (read::point_iter).
+        let mut history_tables = BlockBasedOptions::default();
+        history_tables.set_block_cache(&cache);
+        history_tables.set_bloom_filter(10.0, false);
+        history_tables.set_whole_key_filtering(false);
         let mut db_opts = Options::default();
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
@@ -246,7 +253,17 @@ impl RocksStore {
         let families = [CF_HISTORY, CF_CHANGES, CF_META].map(|name| {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(DBCompressionType::Lz4);
-            cf_opts.set_block_based_table_factory(&tables);
+            if name == CF_HISTORY {
+                cf_opts.set_block_based_table_factory(&history_tables);
+                cf_opts.set_prefix_extractor(SliceTransform::create(
+                    "strata.history-user-key",
+                    history_prefix,
+                    Some(is_history_key),
+                ));
+                cf_opts.set_memtable_prefix_bloom_ratio(0.02);
+            } else {
+                cf_opts.set_block_based_table_factory(&tables);
+            }
             ColumnFamilyDescriptor::new(name, cf_opts)
         });
         let db = Db::open_cf_descriptors(&db_opts, path, families).map_err(db_err)?;

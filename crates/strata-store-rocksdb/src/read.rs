@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use rocksdb::SnapshotWithThreadMode;
+use rocksdb::{ReadOptions, SnapshotWithThreadMode};
 use strata_store::{
     Changes, Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, StoreError,
 };
@@ -62,13 +62,18 @@ impl<'a> View<'a> {
         Ok(rev)
     }
 
+    /// An iterator over the whole of `cf`, in key order.
     fn iter(&self, cf: &str) -> Result<Iter<'_>> {
-        Ok(self.snap.raw_iterator_cf(self.shared.cf(cf)?))
+        Ok(self
+            .snap
+            .raw_iterator_cf_opt(self.shared.cf(cf)?, whole_order()))
     }
 
     /// `key` as of `rev` (already resolved), `None` when absent then.
     pub(crate) fn get(&self, key: &str, rev: u64) -> Result<Option<KeyValue>> {
-        let mut it = self.iter(CF_HISTORY)?;
+        let mut it = self
+            .snap
+            .raw_iterator_cf_opt(self.shared.cf(CF_HISTORY)?, one_key());
         match version_at(&mut it, key.as_bytes(), rev)? {
             Some((mod_rev, raw)) => decode_record(&raw)?.into_kv(key.as_bytes(), mod_rev),
             None => Ok(None),
@@ -193,7 +198,24 @@ impl<'a> View<'a> {
     }
 }
 
-/// The newest version of `key` at or below `rev`: its revision and raw record.
+/// Reading options for iterating across keys: in key order whatever the family's prefix
+/// extractor (history's would otherwise confine a seek to one user key).
+pub(crate) fn whole_order() -> ReadOptions {
+    let mut o = ReadOptions::default();
+    o.set_total_order_seek(true);
+    o
+}
+
+/// Reading options for an iterator that only ever looks at the versions of one user key per
+/// seek ([`version_at`]): history's bloom filters let it skip tables without that key.
+pub(crate) fn one_key() -> ReadOptions {
+    let mut o = ReadOptions::default();
+    o.set_prefix_same_as_start(true);
+    o
+}
+
+/// The newest version of `key` at or below `rev`: its revision and raw record. With a
+/// [`one_key`] iterator the answer is exact for `key`; what it lands on otherwise is ignored.
 pub(crate) fn version_at(
     it: &mut Iter<'_>,
     key: &[u8],

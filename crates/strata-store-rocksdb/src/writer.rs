@@ -131,7 +131,9 @@ fn commit(shared: &Shared, current: &mut u64, requests: Vec<Request>) {
     match shared.cf(CF_HISTORY) {
         Ok(history) => {
             // Sees exactly the committed state: this thread is the only one that adds versions.
-            let mut it = shared.db.raw_iterator_cf(history);
+            let mut it = shared
+                .db
+                .raw_iterator_cf_opt(history, crate::read::one_key());
             for req in requests {
                 let result = staged.apply(shared, &mut it, req.op);
                 answers.push((req.reply, result));
