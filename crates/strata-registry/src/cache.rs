@@ -49,22 +49,30 @@ impl JsonDecoder {
         }
     }
 
-    /// The cache form of `obj`, just stored under `key` at `revision` (its resourceVersion
-    /// set to that revision), kept for the watch cache's event of that write; returns its JSON,
-    /// which is what a GET of that version answers. `stored_len` is the stored value's length.
+    /// The cache form of `obj`, just stored under `key` at `revision` as `stored` (its
+    /// resourceVersion set to that revision), kept for the watch cache's event of that write;
+    /// returns its JSON, which is what a GET of that version answers. The JSON is copied out
+    /// of the stored bytes when their layout is known.
     ///
     /// None for an object stored in another type's form, whose decoding could differ.
     pub(crate) fn written(
         &self,
         key: &str,
         obj: &Object,
-        stored_len: usize,
+        stored: &Stored,
         revision: Revision,
     ) -> Option<Bytes> {
         if !matches!(self.strategy.to_storage(obj), std::borrow::Cow::Borrowed(_)) {
             return None;
         }
-        let cached = self.cached(key, obj, revision, stored_len);
+        let version = obj
+            .as_map()
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"));
+        let cached = match stored.with_type(&self.api_version, &self.kind, version) {
+            Some((json, prefix_len)) => self.cached_json(key, obj, revision, json, prefix_len),
+            None => self.cached(key, obj, revision, stored.bytes.len()),
+        };
         let json = cached.json().clone();
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         if written.len() >= WRITTEN_LIMIT {
@@ -135,6 +143,19 @@ impl JsonDecoder {
         revision: Revision,
         stored_len: usize,
     ) -> CachedObject {
+        let (json, prefix_len) = encode_with_type(obj, &self.api_version, &self.kind, stored_len);
+        self.cached_json(key, obj, revision, json, prefix_len)
+    }
+
+    /// The cache form of `obj` with its JSON already made.
+    fn cached_json(
+        &self,
+        key: &str,
+        obj: &Object,
+        revision: Revision,
+        json: Bytes,
+        prefix_len: usize,
+    ) -> CachedObject {
         let labels = obj
             .labels()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -144,8 +165,123 @@ impl JsonDecoder {
             .iter()
             .map(|f| (f.clone(), field_value(obj, f).unwrap_or("").to_string()))
             .collect();
-        let (json, prefix_len) = encode_with_type(obj, &self.api_version, &self.kind, stored_len);
         CachedObject::new(key.to_string(), revision, labels, fields, json, prefix_len)
+    }
+}
+
+/// An object's stored JSON (members in the object's order, no `metadata.resourceVersion`) and,
+/// when it was written from the object itself, where each member lies in it.
+pub(crate) struct Stored {
+    pub(crate) bytes: Bytes,
+    members: Vec<Member>,
+}
+
+/// One top-level member of stored JSON: `"name":value` at `start..end`.
+struct Member {
+    start: usize,
+    end: usize,
+    /// `kind` or `apiVersion`, which the cache form writes first, from the type.
+    type_field: bool,
+    /// For `metadata`: where its closing brace is, and whether anything precedes it.
+    metadata: Option<(usize, bool)>,
+}
+
+impl Stored {
+    /// Stored bytes whose layout is not known.
+    pub(crate) fn opaque(bytes: Bytes) -> Stored {
+        Stored {
+            bytes,
+            members: Vec::new(),
+        }
+    }
+
+    /// Encodes `obj` as stored, recording its members.
+    pub(crate) fn encode(obj: &Object) -> Stored {
+        let map = obj.as_map();
+        let mut out = Vec::with_capacity(512);
+        let mut members = Vec::with_capacity(map.len());
+        out.push(b'{');
+        for (i, (k, v)) in map.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let start = out.len();
+            serde_json::to_writer(&mut out, k).unwrap_or_default();
+            out.push(b':');
+            let metadata = match v {
+                Value::Object(meta) if k == "metadata" => {
+                    let mut any = false;
+                    out.push(b'{');
+                    for (mk, mv) in meta.iter().filter(|(mk, _)| *mk != "resourceVersion") {
+                        if any {
+                            out.push(b',');
+                        }
+                        any = true;
+                        serde_json::to_writer(&mut out, mk).unwrap_or_default();
+                        out.push(b':');
+                        serde_json::to_writer(&mut out, mv).unwrap_or_default();
+                    }
+                    let close = out.len();
+                    out.push(b'}');
+                    Some((close, any))
+                }
+                _ => {
+                    serde_json::to_writer(&mut out, v).unwrap_or_default();
+                    None
+                }
+            };
+            members.push(Member {
+                start,
+                end: out.len(),
+                type_field: k == "kind" || k == "apiVersion",
+                metadata,
+            });
+        }
+        out.push(b'}');
+        Stored {
+            bytes: Bytes::from(out),
+            members,
+        }
+    }
+
+    /// What [`encode_with_type`] makes of the object whose `metadata.resourceVersion` is
+    /// `resource_version`, copied out of the stored bytes; None when their layout is not known.
+    fn with_type(
+        &self,
+        api_version: &str,
+        kind: &str,
+        resource_version: Option<&Value>,
+    ) -> Option<(Bytes, usize)> {
+        if self.members.is_empty() {
+            return None;
+        }
+        let bytes = &self.bytes[..];
+        let mut out = Vec::with_capacity(bytes.len() + kind.len() + api_version.len() + 64);
+        out.extend_from_slice(b"{\"kind\":");
+        serde_json::to_writer(&mut out, kind).unwrap_or_default();
+        out.extend_from_slice(b",\"apiVersion\":");
+        serde_json::to_writer(&mut out, api_version).unwrap_or_default();
+        let prefix_len = out.len();
+        for m in self.members.iter().filter(|m| !m.type_field) {
+            out.push(b',');
+            match m.metadata {
+                Some((close, any)) => {
+                    out.extend_from_slice(&bytes[m.start..close]);
+                    if let Some(version) = resource_version {
+                        if any {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(b"\"resourceVersion\":");
+                        serde_json::to_writer(&mut out, version).unwrap_or_default();
+                    }
+                    out.extend_from_slice(&bytes[close..m.end]);
+                }
+                None => out.extend_from_slice(&bytes[m.start..m.end]),
+            }
+        }
+        out.push(b'}');
+        out.shrink_to_fit();
+        Some((Bytes::from(out), prefix_len))
     }
 }
 
@@ -270,11 +406,15 @@ mod tests {
         .unwrap();
         let stored = serde_json::to_vec(&obj.as_value()).unwrap();
         obj.set_resource_version("7");
-        let json = decoder
-            .written(key, &obj, stored.len(), Revision(7))
-            .unwrap();
+        // The stored form leaves resourceVersion out, as serializing without it would.
+        let layout = Stored::encode(&obj);
+        assert_eq!(&layout.bytes[..], &stored[..]);
+        let json = decoder.written(key, &obj, &layout, Revision(7)).unwrap();
         let decoded = decoder.decode_value(key, &stored, Revision(7)).unwrap();
         assert_eq!(json, decoded.json());
+        // Copied out of the stored bytes or encoded again: the same form.
+        let (encoded, _) = encode_with_type(&obj, "v1", "ServiceAccount", 0);
+        assert_eq!(json, encoded);
         // A restamp at that revision is of other content: it decodes what it is given.
         let older = decoder.decode_value(key, &stored, Revision(6)).unwrap();
         let restamped = decoder.restamp(&older, Revision(7)).unwrap();
@@ -289,9 +429,11 @@ mod tests {
         assert_eq!((taken.key(), taken.json()), (key, &json));
         assert!(decoder.written.lock().unwrap().is_empty());
         // A form the watch cache went past is dropped by the next event.
-        decoder
-            .written(key, &obj, stored.len(), Revision(8))
-            .unwrap();
+        let opaque = Stored::opaque(Bytes::from(stored.clone()));
+        assert_eq!(
+            decoder.written(key, &obj, &opaque, Revision(8)).unwrap(),
+            json
+        );
         decoder.decode(key, &stored, Revision(9)).unwrap();
         assert!(decoder.written.lock().unwrap().is_empty());
     }
@@ -309,7 +451,9 @@ mod tests {
         let mut stored = obj.clone();
         stored.set_meta_value("resourceVersion", None);
         let stored = serde_json::to_vec(&stored.as_value()).unwrap();
-        let json = decoder.written("k", &obj, stored.len(), Revision(7)).unwrap();
+        let layout = Stored::encode(&obj);
+        assert_eq!(&layout.bytes[..], &stored[..]);
+        let json = decoder.written("k", &obj, &layout, Revision(7)).unwrap();
         assert_eq!(
             &json[..],
             br#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"7"}}"#
@@ -318,6 +462,26 @@ mod tests {
         assert_eq!(&json, decoded.json());
         let empty = Object::from_value(serde_json::json!({"metadata": {}})).unwrap();
         let (json, _) = encode_with_type(&empty, "v1", "ServiceAccount", 0);
-        assert_eq!(&json[..], br#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{}}"#);
+        assert_eq!(
+            &json[..],
+            br#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{}}"#
+        );
+        // Copying out of stored bytes agrees at the edges: metadata holding only the version,
+        // no metadata, and type fields anywhere.
+        for tree in [
+            serde_json::json!({"metadata": {"resourceVersion": "9"}, "kind": "X"}),
+            serde_json::json!({"secrets": [], "apiVersion": "v9"}),
+            serde_json::json!({"a": 1, "metadata": {"name": "n", "resourceVersion": "3"}, "b": {}}),
+        ] {
+            let obj = Object::from_value(tree).unwrap();
+            let version = obj
+                .as_map()
+                .get("metadata")
+                .and_then(|m| m.get("resourceVersion"));
+            let copied = Stored::encode(&obj)
+                .with_type("v1", "ServiceAccount", version)
+                .unwrap();
+            assert_eq!(copied, encode_with_type(&obj, "v1", "ServiceAccount", 0));
+        }
     }
 }

@@ -182,7 +182,7 @@ impl Registry {
                 marked.set_resource_version("");
                 match self
                     .store
-                    .update(&key, encode_stored(rt, &marked), kv.mod_revision)
+                    .update(&key, encode_stored(rt, &marked).bytes, kv.mod_revision)
                     .await
                 {
                     Ok(new_kv) => {

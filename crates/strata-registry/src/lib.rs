@@ -399,10 +399,15 @@ fn unix_now() -> u64 {
 }
 
 /// The stored form of an object: compact JSON without `resourceVersion` (the revision is the
-/// version), in the form its type is stored in.
-fn encode_stored(rt: &RegisteredType, obj: &Object) -> Bytes {
-    let stored = rt.strategy.to_storage(obj);
-    Bytes::from(serde_json::to_vec(&Unversioned(stored.as_map())).expect("JSON values encode"))
+/// version), in the form its type is stored in; with where its members lie when that form is
+/// the object itself, for the cache form to be copied out of it.
+fn encode_stored(rt: &RegisteredType, obj: &Object) -> cache::Stored {
+    match rt.strategy.to_storage(obj) {
+        std::borrow::Cow::Borrowed(obj) => cache::Stored::encode(obj),
+        std::borrow::Cow::Owned(stored) => cache::Stored::opaque(Bytes::from(
+            serde_json::to_vec(&Unversioned(stored.as_map())).expect("JSON values encode"),
+        )),
+    }
 }
 
 /// An object's fields as they are stored: all but `metadata.resourceVersion`, which the store's

@@ -24,7 +24,7 @@ pub type Admit = Arc<dyn Fn(&Object, Option<&Object>) -> Result<(), Status> + Se
 /// One attempt of an update, ready to store.
 enum Planned {
     /// The new object and its stored form.
-    Write(Object, bytes::Bytes),
+    Write(Object, crate::cache::Stored),
     /// The update removed the last finalizer of an object being deleted: it is deleted.
     Delete(Object),
 }
@@ -236,12 +236,11 @@ impl Registry {
         loop {
             let key = rt.info.key(obj.namespace(), obj.name());
             let stored = encode_stored(rt, &obj);
-            let stored_len = stored.len();
-            match self.store.create(&key, stored).await {
+            match self.store.create(&key, stored.bytes.clone()).await {
                 Ok(kv) => {
                     rt.wrote(kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
-                    let json = rt.decoder.written(&key, &obj, stored_len, kv.mod_revision);
+                    let json = rt.decoder.written(&key, &obj, &stored, kv.mod_revision);
                     return Ok((obj, json));
                 }
                 Err(StoreError::Exists(_)) if generate && attempts + 1 < GENERATE_NAME_ATTEMPTS => {
@@ -535,9 +534,9 @@ impl Registry {
                     (Some(kv), current)
                 }
             };
-            let (mut obj, bytes) =
+            let (mut obj, planned) =
                 match self.plan_update(rt, name, opts, applied, &mut mutate, &current)? {
-                    Planned::Write(obj, bytes) => (obj, bytes),
+                    Planned::Write(obj, planned) => (obj, planned),
                     Planned::Delete(mut obj) => {
                         let Some(kv) = stored else {
                             // Deleting needs the revision of the chain's last version: wait
@@ -562,6 +561,7 @@ impl Registry {
                         }
                     }
                 };
+            let bytes = planned.bytes.clone();
             let value = match stored {
                 Some(kv) => {
                     // A stale value (read with an encryption key that no longer writes) is
@@ -587,7 +587,7 @@ impl Registry {
                 }
                 None => Some(bytes),
             };
-            let stored_len = value.as_ref().map(Bytes::len);
+            let written = value.is_some();
             let answer = entered.push(&mut chain, value, &self.store);
             drop(chain);
             match answer.await {
@@ -595,8 +595,9 @@ impl Registry {
                     rt.wrote(revision);
                     obj.set_resource_version(&to_resource_version(revision).to_string());
                     // A version of its own (not the tip's, answered unchanged) has an event.
-                    let json =
-                        stored_len.and_then(|len| rt.decoder.written(&key, &obj, len, revision));
+                    let json = written
+                        .then(|| rt.decoder.written(&key, &obj, &planned, revision))
+                        .flatten();
                     return Ok((obj, json));
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
@@ -639,8 +640,8 @@ impl Registry {
                         Err(e) => return Err(store_error(Op::Update, rt, name, e)),
                     }
                 }
-                Planned::Write(obj, bytes) => {
-                    let unchanged = bytes == kv.value;
+                Planned::Write(obj, planned) => {
+                    let unchanged = planned.bytes == kv.value;
                     let rewrite = !unchanged
                         || self
                             .store
@@ -650,22 +651,23 @@ impl Registry {
                     if unchanged && (opts.dry_run || !rewrite) {
                         return Ok((current, None));
                     }
-                    (obj, (!opts.dry_run).then_some(bytes))
+                    (obj, (!opts.dry_run).then_some(planned))
                 }
             };
-            let Some(bytes) = written else {
+            let Some(planned) = written else {
                 // Nothing may be stored: the object as it would be, at the current version.
                 obj.set_resource_version(current.resource_version());
                 return Ok((obj, None));
             };
-            let stored_len = bytes.len();
-            match self.store.update(key, bytes, kv.mod_revision).await {
+            match self
+                .store
+                .update(key, planned.bytes.clone(), kv.mod_revision)
+                .await
+            {
                 Ok(new_kv) => {
                     rt.wrote(new_kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
-                    let json = rt
-                        .decoder
-                        .written(key, &obj, stored_len, new_kv.mod_revision);
+                    let json = rt.decoder.written(key, &obj, &planned, new_kv.mod_revision);
                     return Ok((obj, json));
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
@@ -727,12 +729,12 @@ impl Registry {
             admit(&obj, Some(current))?;
         }
         obj.set_resource_version("");
-        let bytes = encode_stored(rt, &obj);
+        let stored = encode_stored(rt, &obj);
         let terminating = !obj.deletion_timestamp().is_empty();
         if terminating && obj.finalizers().is_empty() && !rt.strategy.holds_deletion(&obj) {
             return Ok(Planned::Delete(obj));
         }
-        Ok(Planned::Write(obj, bytes))
+        Ok(Planned::Write(obj, stored))
     }
 
     /// Reads the latest stored state of one object, or 404.
