@@ -33,7 +33,6 @@ mod writes;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use serde_json::Value;
 use strata_object::{Object, ResourceType, Status};
 use strata_store::{KeyValue, Store};
@@ -399,44 +398,9 @@ fn unix_now() -> u64 {
 }
 
 /// The stored form of an object: compact JSON without `resourceVersion` (the revision is the
-/// version), in the form its type is stored in; with where its members lie when that form is
-/// the object itself, for the cache form to be copied out of it.
+/// version), in the form its type is stored in.
 fn encode_stored(rt: &RegisteredType, obj: &Object) -> cache::Stored {
-    match rt.strategy.to_storage(obj) {
-        std::borrow::Cow::Borrowed(obj) => cache::Stored::encode(obj),
-        std::borrow::Cow::Owned(stored) => cache::Stored::opaque(Bytes::from(
-            serde_json::to_vec(&Unversioned(stored.as_map())).expect("JSON values encode"),
-        )),
-    }
-}
-
-/// An object's fields as they are stored: all but `metadata.resourceVersion`, which the store's
-/// revision of the key replaces.
-struct Unversioned<'a>(&'a serde_json::Map<String, Value>);
-
-impl serde::Serialize for Unversioned<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut out = s.serialize_map(None)?;
-        for (k, v) in self.0 {
-            match v {
-                Value::Object(meta) if k == "metadata" => {
-                    out.serialize_entry(k, &Without(meta, "resourceVersion"))?
-                }
-                _ => out.serialize_entry(k, v)?,
-            }
-        }
-        out.end()
-    }
-}
-
-/// A map without one key.
-struct Without<'a>(&'a serde_json::Map<String, Value>, &'a str);
-
-impl serde::Serialize for Without<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().filter(|(k, _)| *k != self.1))
-    }
+    cache::Stored::of(rt.strategy.to_storage(obj))
 }
 
 /// Reads a stored object back and stamps its resource version; a value that does not decode is

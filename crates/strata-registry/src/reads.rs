@@ -129,10 +129,7 @@ impl JsonListChunks {
             meta.insert("remainingItemCount".into(), json!(n));
         }
         let mut head = Vec::with_capacity(256);
-        head.extend_from_slice(b"{\"kind\":");
-        serde_json::to_writer(&mut head, &info.list_kind).unwrap_or_default();
-        head.extend_from_slice(b",\"apiVersion\":");
-        serde_json::to_writer(&mut head, &info.api_version()).unwrap_or_default();
+        cache::write_type_fields(&mut head, &info.list_kind, &info.api_version());
         head.extend_from_slice(b",\"metadata\":");
         serde_json::to_writer(&mut head, &meta).unwrap_or_default();
         head.extend_from_slice(b",\"items\":[");

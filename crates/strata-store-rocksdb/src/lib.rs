@@ -16,9 +16,10 @@
 //! Keys may not contain `0x00` (writes and gets of such keys fail with `Invalid`); that makes all
 //! versions of a key contiguous and ordered by revision, and keeps key order equal to string
 //! order. A key's state at revision `r` is its newest `history` entry at or below `r` (one
-//! `seek_for_prev`). An event's previous state is the `history` entry just before the one the
-//! change wrote. There is no in-memory index: opening reads three `meta` values, whatever the
-//! size of the store.
+//! `seek_for_prev`, which skips the tables whose bloom filter of user keys, `history`'s prefix
+//! extractor, says they lack the key). An event's previous state is the `history` entry just
+//! before the one the change wrote. There is no in-memory index: opening reads three `meta`
+//! values, whatever the size of the store.
 //!
 //! # Writes: one writer thread, group commit
 //!
@@ -239,7 +240,7 @@ impl RocksStore {
         let mut tables = BlockBasedOptions::default();
         tables.set_block_cache(&cache);
         // History tables keep a bloom filter of their user keys (10 bits each, about 1%
-        // false positives), which the writer's lookups of one key use (read::point_iter).
+        // false positives), which lookups of one key use (`read::one_key`).
         let mut history_tables = BlockBasedOptions::default();
         history_tables.set_block_cache(&cache);
         history_tables.set_bloom_filter(10.0, false);

@@ -205,6 +205,14 @@ pub(crate) fn cached_protobuf<E: std::fmt::Display>(
     Ok(bytes)
 }
 
+/// An object's cached JSON (as the watch cache holds it) as a compact JSON answer.
+pub(crate) fn cached_json(code: u16, json: &[u8]) -> Response<Body> {
+    let mut body = Vec::with_capacity(json.len() + 1);
+    body.extend_from_slice(json);
+    body.push(b'\n');
+    respond::bytes(code, body, "application/json")
+}
+
 /// A write's response: the object, with one `Warning` header per field-validation warning.
 pub(crate) fn written_response(
     code: u16,
@@ -215,12 +223,7 @@ pub(crate) fn written_response(
 ) -> Response<Body> {
     let mut resp = match written.json {
         // The JSON the write made for the watch cache, which a GET of this version answers.
-        Some(json) if *output == Output::Json && !render.pretty => {
-            let mut body = Vec::with_capacity(json.len() + 1);
-            body.extend_from_slice(&json);
-            body.push(b'\n');
-            respond::bytes(code, body, "application/json")
-        }
+        Some(json) if *output == Output::Json && !render.pretty => cached_json(code, &json),
         _ => object_response(code, written.object, output, include, render),
     };
     respond::add_warnings(&mut resp, &written.warnings);

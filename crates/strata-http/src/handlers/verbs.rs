@@ -14,7 +14,7 @@ use super::header_str;
 use super::options::{
     delete_options, list_options, patch_kind, watch_options, watch_timeout, write_options,
 };
-use super::render::{list_response, object_response, protobuf_of, written_response};
+use super::render::{cached_json, list_response, object_response, protobuf_of, written_response};
 use super::subresources::subresource;
 use crate::negotiate::{self, Offer, Output};
 use crate::query::Query;
@@ -94,10 +94,7 @@ pub(crate) async fn resource(
                 .get_cached(&rt, ns, name, query.get("resourceVersion").unwrap_or(""))
                 .await?;
             let mut resp = if output == Output::Json && !render.pretty {
-                let mut body = Vec::with_capacity(obj.json().len() + 1);
-                body.extend_from_slice(obj.json());
-                body.push(b'\n');
-                respond::bytes(200, body, "application/json")
+                cached_json(200, obj.json())
             } else if let Output::Protobuf(name) = output {
                 respond::bytes(200, protobuf_of(&obj)?, name)
             } else {
