@@ -19,6 +19,7 @@ pub mod encryption;
 pub mod errors;
 mod key_queue;
 pub mod kinds;
+mod read_turns;
 mod reads;
 mod secrets;
 mod selection;
@@ -140,6 +141,8 @@ pub struct Registry {
     types_catch_up: OnceLock<TypesCatchUp>,
     /// Turn-taking of concurrent updates of one object.
     key_queues: Arc<key_queue::KeyQueues>,
+    /// Turn-taking of consistent reads of objects updated by read-modify-write.
+    read_turns: read_turns::ReadTurns,
 }
 
 /// A catch-up of the types defined at run time with their stored definitions: after it, this
@@ -168,6 +171,7 @@ impl Registry {
             issuer: OnceLock::new(),
             types_catch_up: OnceLock::new(),
             key_queues: key_queue::KeyQueues::new(),
+            read_turns: read_turns::ReadTurns::new(),
         }
     }
 

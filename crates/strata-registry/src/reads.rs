@@ -219,7 +219,10 @@ impl Registry {
         let key = rt.info.key(namespace, name);
         let min = match resource_version {
             "0" => Revision::ZERO,
-            "" => match self.freshness(rt).await? {
+            "" => match {
+                self.read_turns.take(&key).await;
+                self.freshness(rt).await?
+            } {
                 Fresh::Cache(min) => min,
                 Fresh::Store(at) => return self.get_from_store(rt, &key, name, at).await,
             },

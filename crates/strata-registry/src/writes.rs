@@ -534,33 +534,33 @@ impl Registry {
                     (Some(kv), current)
                 }
             };
-            let (mut obj, planned) =
-                match self.plan_update(rt, name, opts, applied, &mut mutate, &current)? {
-                    Planned::Write(obj, planned) => (obj, planned),
-                    Planned::Delete(mut obj) => {
-                        let Some(kv) = stored else {
-                            // Deleting needs the revision of the chain's last version: wait
-                            // for the chain to be written, then start over.
-                            let mut flushed = queue.flushed.subscribe();
-                            drop(chain);
-                            let _ = flushed.changed().await;
-                            continue;
-                        };
-                        // The last finalizer is gone: the update completes the deletion.
-                        match self.store.delete(&key, Some(kv.mod_revision)).await {
-                            Ok((_, revision)) => {
-                                rt.wrote(revision);
-                                // At the deletion's revision, as the DELETED event has it.
-                                obj.set_resource_version(
-                                    &to_resource_version(revision).to_string(),
-                                );
-                                return Ok((obj, None));
-                            }
-                            Err(StoreError::Conflict { .. }) => continue,
-                            Err(e) => return Err(store_error(Op::Update, rt, name, e)),
+            let (mut obj, planned) = match self
+                .plan_update(rt, name, opts, applied, &mut mutate, &current)
+                .inspect_err(|e| self.note_conflict(&key, e))?
+            {
+                Planned::Write(obj, planned) => (obj, planned),
+                Planned::Delete(mut obj) => {
+                    let Some(kv) = stored else {
+                        // Deleting needs the revision of the chain's last version: wait
+                        // for the chain to be written, then start over.
+                        let mut flushed = queue.flushed.subscribe();
+                        drop(chain);
+                        let _ = flushed.changed().await;
+                        continue;
+                    };
+                    // The last finalizer is gone: the update completes the deletion.
+                    match self.store.delete(&key, Some(kv.mod_revision)).await {
+                        Ok((_, revision)) => {
+                            rt.wrote(revision);
+                            // At the deletion's revision, as the DELETED event has it.
+                            obj.set_resource_version(&to_resource_version(revision).to_string());
+                            return Ok((obj, None));
                         }
+                        Err(StoreError::Conflict { .. }) => continue,
+                        Err(e) => return Err(store_error(Op::Update, rt, name, e)),
                     }
-                };
+                }
+            };
             let bytes = planned.bytes.clone();
             let value = match stored {
                 Some(kv) => {
@@ -593,6 +593,7 @@ impl Registry {
             match answer.await {
                 Ok(Ok(revision)) => {
                     rt.wrote(revision);
+                    self.read_turns.wrote(&key);
                     obj.set_resource_version(&to_resource_version(revision).to_string());
                     // A version of its own (not the tip's, answered unchanged) has an event.
                     let json = written
@@ -625,7 +626,9 @@ impl Registry {
     ) -> Result<(Object, Option<Bytes>), Status> {
         loop {
             let (kv, current) = self.read_current(rt, key, name).await?;
-            let planned = self.plan_update(rt, name, opts, applied, mutate, &current)?;
+            let planned = self
+                .plan_update(rt, name, opts, applied, mutate, &current)
+                .inspect_err(|e| self.note_conflict(key, e))?;
             let (mut obj, written) = match planned {
                 Planned::Delete(obj) if opts.dry_run => (obj, None),
                 Planned::Delete(mut obj) => {
@@ -666,6 +669,7 @@ impl Registry {
             {
                 Ok(new_kv) => {
                     rt.wrote(new_kv.mod_revision);
+                    self.read_turns.wrote(key);
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
                     let json = rt.decoder.written(key, &obj, &planned, new_kv.mod_revision);
                     return Ok((obj, json));
@@ -674,6 +678,19 @@ impl Registry {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(Op::Update, rt, name, e)),
             }
+        }
+    }
+
+    /// An update of `key` failed with `status`: when on a stale `resourceVersion` (not on
+    /// an apply's field conflicts), the object's readers take turns from now on (see
+    /// `read_turns`).
+    fn note_conflict(&self, key: &str, status: &Status) {
+        let field_conflicts = status
+            .details
+            .as_ref()
+            .is_some_and(|d| !d.causes.is_empty());
+        if status.code == 409 && !field_conflicts {
+            self.read_turns.conflicted(key);
         }
     }
 
