@@ -217,12 +217,14 @@ impl Registry {
         resource_version: &str,
     ) -> Result<Arc<CachedObject>, Status> {
         let key = rt.info.key(namespace, name);
+        if resource_version.is_empty() {
+            // A read of the latest may be one of a read-modify-write: it waits its turn when
+            // the object's writers keep conflicting (see `read_turns`).
+            self.read_turns.take(&key).await;
+        }
         let min = match resource_version {
             "0" => Revision::ZERO,
-            "" => match {
-                self.read_turns.take(&key).await;
-                self.freshness(rt).await?
-            } {
+            "" => match self.freshness(rt).await? {
                 Fresh::Cache(min) => min,
                 Fresh::Store(at) => return self.get_from_store(rt, &key, name, at).await,
             },
