@@ -2,7 +2,7 @@
 //! back into an [`Object`] where code needs the tree.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -21,14 +21,63 @@ pub(crate) struct JsonDecoder {
     api_version: String,
     fields: Vec<String>,
     strategy: Arc<dyn Strategy>,
-    /// Cache forms of this server's own writes, by revision, until the watch cache reaches
-    /// their events: it takes them instead of decoding the bytes it was just given again.
-    written: Mutex<BTreeMap<Revision, CachedObject>>,
+    /// This server's writes from before they are stored until the watch cache reaches their
+    /// events, by key: their stored bytes, laid out, and their labels and selectable fields.
+    /// The cache makes a write's form from these when the event brings the same bytes,
+    /// instead of decoding them again, whether the write's answer comes first or the event.
+    expected: Mutex<Expected>,
 }
 
-/// The most cache forms of writes [`JsonDecoder`] holds for events not reached yet; beyond it
-/// the oldest is dropped (and decoded when its event comes).
-const WRITTEN_LIMIT: usize = 4096;
+/// The writes [`JsonDecoder`] expects events of.
+#[derive(Default)]
+struct Expected {
+    by_key: HashMap<String, Vec<Arc<Expectation>>>,
+    count: usize,
+}
+
+/// What the cache form of one write needs besides its revision.
+struct Expectation {
+    stored: Stored,
+    labels: Vec<(String, String)>,
+    fields: Vec<(String, String)>,
+}
+
+/// The most writes [`JsonDecoder`] expects events of. Beyond it, expectations are forgotten
+/// (their events are decoded): only writes whose events never reach this cache linger, such
+/// as those of a type removed meanwhile.
+const EXPECTED_LIMIT: usize = 4096;
+
+/// A write [`JsonDecoder::expect`]s: forgotten when dropped, unless [`Expecting::stored`]
+/// said the write was stored and its event is coming.
+pub(crate) struct Expecting<'a> {
+    decoder: &'a JsonDecoder,
+    key: &'a str,
+    expectation: Option<Arc<Expectation>>,
+}
+
+impl Expecting<'_> {
+    /// The write is stored: its event will come and take the expectation.
+    pub(crate) fn stored(mut self) {
+        self.expectation = None;
+    }
+}
+
+impl Drop for Expecting<'_> {
+    fn drop(&mut self) {
+        if let Some(gone) = self.expectation.take() {
+            let mut expected = self.decoder.expected();
+            if let Some(list) = expected.by_key.get_mut(self.key) {
+                let before = list.len();
+                list.retain(|e| !Arc::ptr_eq(e, &gone));
+                let removed = before - list.len();
+                if list.is_empty() {
+                    expected.by_key.remove(self.key);
+                }
+                expected.count -= removed;
+            }
+        }
+    }
+}
 
 impl JsonDecoder {
     pub(crate) fn new(info: &ResourceType, strategy: Arc<dyn Strategy>) -> Self {
@@ -46,53 +95,87 @@ impl JsonDecoder {
             api_version: info.api_version(),
             fields,
             strategy,
-            written: Mutex::default(),
+            expected: Mutex::default(),
         }
     }
 
-    /// The cache form of `obj`, just stored under `key` at `revision` as `stored` (its
-    /// resourceVersion set to that revision), kept for the watch cache's event of that write;
-    /// returns its JSON, copied out of the stored bytes, which is what a GET of that version
-    /// answers.
-    ///
-    /// None when `stored` is another type's form of the object (see [`Stored::of`]), whose
-    /// decoding could differ.
-    pub(crate) fn written(
-        &self,
-        key: &str,
+    fn expected(&self) -> std::sync::MutexGuard<'_, Expected> {
+        self.expected.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Expects the event of a write of `obj` under `key` as `stored`, about to be sent to the
+    /// store. Nothing is expected of another type's form of an object (see [`Stored::of`]),
+    /// whose decoding could differ.
+    pub(crate) fn expect<'a>(
+        &'a self,
+        key: &'a str,
         obj: &Object,
         stored: &Stored,
-        revision: Revision,
-    ) -> Option<Bytes> {
-        let version = resource_version_of(obj);
-        let (json, prefix_len) = stored.with_type(&self.api_version, &self.kind, version)?;
-        let cached = self.cached_json(key, obj, revision, json, prefix_len);
-        let json = cached.json().clone();
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if written.len() >= WRITTEN_LIMIT {
-            written.pop_first();
+    ) -> Expecting<'a> {
+        let mut expecting = Expecting {
+            decoder: self,
+            key,
+            expectation: None,
+        };
+        if stored.members.is_none() {
+            return expecting;
         }
-        written.insert(revision, cached);
+        let (labels, fields) = self.selectable(obj);
+        let expectation = Arc::new(Expectation {
+            stored: stored.clone(),
+            labels,
+            fields,
+        });
+        let mut expected = self.expected();
+        if expected.count >= EXPECTED_LIMIT {
+            *expected = Expected::default();
+        }
+        expected
+            .by_key
+            .entry(key.to_owned())
+            .or_default()
+            .push(expectation.clone());
+        expected.count += 1;
+        expecting.expectation = Some(expectation);
+        expecting
+    }
+
+    /// The JSON of `obj`, just stored as `stored` (its resourceVersion set to that write's),
+    /// copied out of the stored bytes: what a GET of that version answers, byte for byte.
+    /// None when `stored` is another type's form of the object (see [`Stored::of`]).
+    pub(crate) fn written(&self, obj: &Object, stored: &Stored) -> Option<Bytes> {
+        let version = resource_version_of(obj);
+        let (json, _) = stored.with_type(&self.api_version, &self.kind, version)?;
         Some(json)
     }
 
-    /// The cache form [`JsonDecoder::written`] kept for `key` at `revision`, if any. Forms of
-    /// earlier revisions are dropped: the watch cache asks in revision order, so it has gone
-    /// past them (their writes' answers came after their events).
-    fn take_written(&self, key: &str, revision: Revision) -> Option<CachedObject> {
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(first) = written.first_entry() {
-            if *first.key() >= revision {
-                break;
+    /// The cache form of the expected write of `key` stored as `value` at `revision`, which
+    /// it takes out of the expected ones; None when no write of these bytes is expected.
+    fn take_expected(&self, key: &str, value: &[u8], revision: Revision) -> Option<CachedObject> {
+        let expectation = {
+            let mut expected = self.expected();
+            let list = expected.by_key.get_mut(key)?;
+            let at = list.iter().position(|e| e.stored.bytes == value)?;
+            let expectation = list.swap_remove(at);
+            if list.is_empty() {
+                expected.by_key.remove(key);
             }
-            first.remove();
-        }
-        match written.first_entry() {
-            Some(first) if *first.key() == revision && first.get().key() == key => {
-                Some(first.remove())
-            }
-            _ => None,
-        }
+            expected.count -= 1;
+            expectation
+        };
+        let version = Value::String(to_resource_version(revision).to_string());
+        let (json, prefix_len) =
+            expectation
+                .stored
+                .with_type(&self.api_version, &self.kind, Some(&version))?;
+        Some(CachedObject::new(
+            key.to_string(),
+            revision,
+            expectation.labels.clone(),
+            expectation.fields.clone(),
+            json,
+            prefix_len,
+        ))
     }
 }
 
@@ -101,7 +184,7 @@ impl Decoder for JsonDecoder {
         if let Some(e) = crate::encryption::transform_error(value) {
             return Err(e);
         }
-        match self.take_written(key, revision) {
+        match self.take_expected(key, value, revision) {
             Some(cached) => Ok(cached),
             None => self.decode_value(key, value, revision),
         }
@@ -139,6 +222,13 @@ impl JsonDecoder {
         json: Bytes,
         prefix_len: usize,
     ) -> CachedObject {
+        let (labels, fields) = self.selectable(obj);
+        CachedObject::new(key.to_string(), revision, labels, fields, json, prefix_len)
+    }
+
+    /// The labels of `obj` and the values of this type's selectable fields.
+    #[allow(clippy::type_complexity)]
+    fn selectable(&self, obj: &Object) -> (Vec<(String, String)>, Vec<(String, String)>) {
         let labels = obj
             .labels()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -148,12 +238,13 @@ impl JsonDecoder {
             .iter()
             .map(|f| (f.clone(), field_value(obj, f).unwrap_or("").to_string()))
             .collect();
-        CachedObject::new(key.to_string(), revision, labels, fields, json, prefix_len)
+        (labels, fields)
     }
 }
 
 /// An object's stored JSON (members in the object's order, no `metadata.resourceVersion`) and,
 /// when it is the object's own form, where each member lies in it.
+#[derive(Clone)]
 pub(crate) struct Stored {
     pub(crate) bytes: Bytes,
     /// None for another type's form of the object, which the cache form is not made from.
@@ -161,6 +252,7 @@ pub(crate) struct Stored {
 }
 
 /// One top-level member of stored JSON: `"name":value` at `start..end`.
+#[derive(Clone)]
 struct Member {
     start: usize,
     end: usize,
@@ -376,10 +468,11 @@ mod tests {
         JsonDecoder::new(&info, strategy)
     }
 
-    /// What a write hands the watch cache is byte for byte what decoding its stored value
-    /// gives, it is taken once, by its own event, and a restamp never takes it.
+    /// The form the watch cache makes of an expected write is byte for byte what decoding its
+    /// stored value gives, and what the write answers; it is taken once, by an event of the
+    /// same key and bytes, whichever revision it has; a write that was not stored is forgotten.
     #[test]
-    fn a_written_form_is_the_decoded_form_and_is_taken_by_its_event() {
+    fn an_expected_write_is_the_decoded_form_and_is_taken_by_its_event() {
         let decoder = service_accounts();
         let key = "/registry/serviceaccounts/default/a";
         let mut obj = Object::from_value(serde_json::json!({
@@ -390,11 +483,12 @@ mod tests {
         }))
         .unwrap();
         let stored = serde_json::to_vec(&obj.as_value()).unwrap();
-        obj.set_resource_version("7");
         // The stored form leaves resourceVersion out, as serializing without it would.
         let layout = Stored::encode(&obj);
         assert_eq!(&layout.bytes[..], &stored[..]);
-        let json = decoder.written(key, &obj, &layout, Revision(7)).unwrap();
+        decoder.expect(key, &obj, &layout).stored();
+        obj.set_resource_version("7");
+        let json = decoder.written(&obj, &layout).unwrap();
         let decoded = decoder.decode_value(key, &stored, Revision(7)).unwrap();
         assert_eq!(json, decoded.json());
         // Copied out of the stored bytes or encoded again: the same form.
@@ -404,26 +498,31 @@ mod tests {
         let older = decoder.decode_value(key, &stored, Revision(6)).unwrap();
         let restamped = decoder.restamp(&older, Revision(7)).unwrap();
         assert_eq!(restamped.json(), decoded.json());
-        assert_eq!(decoder.written.lock().unwrap().len(), 1);
-        // Another key at that revision does not take it; its own event does, once.
+        assert_eq!(decoder.expected().count, 1);
+        // Another key, or other bytes, do not take it; its own event does, once.
         let other = decoder
             .decode(&format!("{key}x"), &stored, Revision(7))
             .unwrap();
         assert_eq!(other.key(), format!("{key}x"));
+        let mut changed = stored.clone();
+        changed.extend_from_slice(b" ");
+        assert!(decoder.decode(key, &changed, Revision(7)).is_ok());
+        assert_eq!(decoder.expected().count, 1);
         let taken = decoder.decode(key, &stored, Revision(7)).unwrap();
         assert_eq!((taken.key(), taken.json()), (key, &json));
-        assert!(decoder.written.lock().unwrap().is_empty());
+        assert_eq!(taken.label("app"), Some("x"));
+        assert_eq!(taken.field("metadata.name"), Some("a"));
+        assert_eq!(decoder.expected().count, 0);
+        assert!(decoder.expected().by_key.is_empty());
+        // A write that was not stored is not expected any longer.
+        drop(decoder.expect(key, &obj, &layout));
+        assert_eq!(decoder.expected().count, 0);
+        assert!(decoder.expected().by_key.is_empty());
         // Another type's form of the object is left to the decoder.
         let foreign = Stored::of(Cow::Owned(obj.clone()));
-        assert_eq!(&foreign.bytes[..], &stored[..]);
-        assert!(decoder.written(key, &obj, &foreign, Revision(8)).is_none());
-        // A form the watch cache went past is dropped by the next event.
-        assert_eq!(
-            decoder.written(key, &obj, &layout, Revision(8)).unwrap(),
-            json
-        );
-        decoder.decode(key, &stored, Revision(9)).unwrap();
-        assert!(decoder.written.lock().unwrap().is_empty());
+        decoder.expect(key, &obj, &foreign).stored();
+        assert_eq!(decoder.expected().count, 0);
+        assert!(decoder.written(&obj, &foreign).is_none());
     }
 
     /// A write whose resourceVersion sits anywhere in its metadata makes the bytes decoding
@@ -441,7 +540,7 @@ mod tests {
         let stored = serde_json::to_vec(&stored.as_value()).unwrap();
         let layout = Stored::encode(&obj);
         assert_eq!(&layout.bytes[..], &stored[..]);
-        let json = decoder.written("k", &obj, &layout, Revision(7)).unwrap();
+        let json = decoder.written(&obj, &layout).unwrap();
         assert_eq!(
             &json[..],
             br#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"7"}}"#

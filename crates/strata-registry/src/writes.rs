@@ -236,11 +236,13 @@ impl Registry {
         loop {
             let key = rt.info.key(obj.namespace(), obj.name());
             let stored = encode_stored(rt, &obj);
+            let expecting = rt.decoder.expect(&key, &obj, &stored);
             match self.store.create(&key, stored.bytes.clone()).await {
                 Ok(kv) => {
+                    expecting.stored();
                     rt.wrote(kv.mod_revision);
                     obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
-                    let json = rt.decoder.written(&key, &obj, &stored, kv.mod_revision);
+                    let json = rt.decoder.written(&obj, &stored);
                     return Ok((obj, json));
                 }
                 Err(StoreError::Exists(_)) if generate && attempts + 1 < GENERATE_NAME_ATTEMPTS => {
@@ -587,7 +589,9 @@ impl Registry {
                 }
                 None => Some(bytes),
             };
-            let written = value.is_some();
+            let expecting = value
+                .is_some()
+                .then(|| rt.decoder.expect(&key, &obj, &planned));
             let answer = entered.push(&mut chain, value, &self.store);
             drop(chain);
             match answer.await {
@@ -596,9 +600,10 @@ impl Registry {
                     self.read_turns.wrote(&key);
                     obj.set_resource_version(&to_resource_version(revision).to_string());
                     // A version of its own (not the tip's, answered unchanged) has an event.
-                    let json = written
-                        .then(|| rt.decoder.written(&key, &obj, &planned, revision))
-                        .flatten();
+                    let json = expecting.and_then(|expecting| {
+                        expecting.stored();
+                        rt.decoder.written(&obj, &planned)
+                    });
                     return Ok((obj, json));
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
@@ -662,16 +667,18 @@ impl Registry {
                 obj.set_resource_version(current.resource_version());
                 return Ok((obj, None));
             };
+            let expecting = rt.decoder.expect(key, &obj, &planned);
             match self
                 .store
                 .update(key, planned.bytes.clone(), kv.mod_revision)
                 .await
             {
                 Ok(new_kv) => {
+                    expecting.stored();
                     rt.wrote(new_kv.mod_revision);
                     self.read_turns.wrote(key);
                     obj.set_resource_version(&to_resource_version(new_kv.mod_revision).to_string());
-                    let json = rt.decoder.written(key, &obj, &planned, new_kv.mod_revision);
+                    let json = rt.decoder.written(&obj, &planned);
                     return Ok((obj, json));
                 }
                 // Retried: a precondition then fails against the newer object, as it should.
