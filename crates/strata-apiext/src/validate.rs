@@ -1325,7 +1325,8 @@ pub fn list_type_errors(schema: &Schema, object: &Value) -> Vec<FieldError> {
 }
 
 fn list_types_object(path: &str, s: &Schema, obj: &Map<String, Value>, errs: &mut Vec<FieldError>) {
-    if let Some(values) = s.additional_schema() {
+    // Paths are made only below schemas that hold a list to check.
+    if let Some(values) = s.additional_schema().filter(|v| v.has_unique_list) {
         for (k, v) in obj {
             list_types_value(&format!("{path}[{k}]"), values, v, errs);
         }
@@ -1335,7 +1336,7 @@ fn list_types_object(path: &str, s: &Schema, obj: &Map<String, Value>, errs: &mu
             if path.is_empty() && k == "metadata" {
                 continue;
             }
-            if let Some(prop) = s.property(k) {
+            if let Some(prop) = s.property(k).filter(|p| p.has_unique_list) {
                 list_types_value(&child(path, k), prop, v, errs);
             }
         }
@@ -1356,8 +1357,18 @@ fn list_types_value(path: &str, s: &Schema, v: &Value, errs: &mut Vec<FieldError
 fn list_types_array(path: &str, s: &Schema, items: &[Value], errs: &mut Vec<FieldError>) {
     match s.list_type.as_deref() {
         Some("set") => {
-            let ids: Vec<String> = items.iter().map(identity).collect();
-            for i in non_unique(&ids) {
+            let duplicates = if items.len() <= PAIRWISE_UP_TO {
+                let same = |x: &Value, y: &Value| {
+                    same_value(x, y, true).unwrap_or_else(|| identity(x) == identity(y))
+                };
+                (1..items.len())
+                    .filter(|&i| (0..i).filter(|&j| same(&items[i], &items[j])).count() == 1)
+                    .collect()
+            } else {
+                let ids: Vec<String> = items.iter().map(identity).collect();
+                non_unique(&ids)
+            };
+            for i in duplicates {
                 errs.push(FieldError::new(
                     FieldErrorKind::Duplicate,
                     format!("{path}[{i}]"),
@@ -1369,7 +1380,7 @@ fn list_types_array(path: &str, s: &Schema, items: &[Value], errs: &mut Vec<Fiel
         Some("map") => list_map_errors(path, s, items, errs),
         _ => {}
     }
-    if let Some(item) = &s.items {
+    if let Some(item) = s.items.as_ref().filter(|item| item.has_unique_list) {
         for (i, v) in items.iter().enumerate() {
             list_types_value(&format!("{path}[{i}]"), item, v, errs);
         }
@@ -1420,39 +1431,141 @@ fn list_map_errors(path: &str, s: &Schema, items: &[Value], errs: &mut Vec<Field
     if items.len() <= 1 {
         return;
     }
-    // The key of each item: the object of its key fields that are set (an unset key field is
-    // left out, so two items without the key collide).
-    let keys: Vec<Value> = items
-        .iter()
-        .map(|x| {
-            let mut key = Map::new();
-            if let Value::Object(m) = x {
-                for k in &s.list_map_keys {
-                    if let Some(v) = m.get(k) {
-                        key.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            Value::Object(key)
-        })
-        .collect();
-    let ids: Vec<String> = if s.list_map_keys.len() == 1 {
-        // One key: its values compared as scalars; items without it share one identity.
-        keys.iter()
-            .map(|k| match k.as_object().and_then(|m| m.values().next()) {
-                Some(v) => identity(v),
-                None => "u".into(),
+    let keys = &s.list_map_keys;
+    let duplicates = if items.len() <= PAIRWISE_UP_TO {
+        // A few items (the usual case): compared pairwise, without building their identities.
+        (1..items.len())
+            .filter(|&i| {
+                (0..i)
+                    .filter(|&j| same_map_key(keys, &items[i], &items[j]))
+                    .count()
+                    == 1
             })
             .collect()
     } else {
-        keys.iter().map(identity).collect()
+        let ids: Vec<String> = items.iter().map(|x| map_key_identity(keys, x)).collect();
+        non_unique(&ids)
     };
-    for i in non_unique(&ids) {
+    for i in duplicates {
         errs.push(FieldError::new(
             FieldErrorKind::Duplicate,
             format!("{path}[{i}]"),
-            Some(error_value(&keys[i])),
+            Some(error_value(&map_key(keys, &items[i]))),
             "",
         ));
+    }
+}
+
+/// Lists of list-type set or map up to this length are checked for duplicates pairwise.
+const PAIRWISE_UP_TO: usize = 16;
+
+/// The key of a list-map item: the object of its key fields that are set (an unset key field
+/// is left out, so two items without the key collide).
+fn map_key(keys: &[String], item: &Value) -> Value {
+    let mut key = Map::new();
+    if let Value::Object(m) = item {
+        for k in keys {
+            if let Some(v) = m.get(k) {
+                key.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(key)
+}
+
+/// The identity of a list-map item's key: with one key field, its value compared as a scalar
+/// (items without it share one identity); with several, the key object's.
+fn map_key_identity(keys: &[String], item: &Value) -> String {
+    if let [only] = keys {
+        match item.get(only) {
+            Some(v) => identity(v),
+            None => "u".into(),
+        }
+    } else {
+        identity(&map_key(keys, item))
+    }
+}
+
+/// Whether two list-map items have the same key, as their [`map_key_identity`]s would tell;
+/// decided without building them where the values' kinds settle it.
+fn same_map_key(keys: &[String], a: &Value, b: &Value) -> bool {
+    let scalar = keys.len() == 1;
+    for k in keys {
+        let same = match (a.get(k), b.get(k)) {
+            (None, None) => Some(true),
+            (Some(x), Some(y)) => same_value(x, y, scalar),
+            _ => Some(false),
+        };
+        match same {
+            Some(true) => {}
+            Some(false) => return false,
+            None => return map_key_identity(keys, a) == map_key_identity(keys, b),
+        }
+    }
+    true
+}
+
+/// Whether two key values are the same by [`identity`] (`scalar`) or by their JSON encoding
+/// (inside a key object); None when only building those tells: compound values, and an
+/// integer against a float inside a key object (`1` and `1.0` encode alike).
+fn same_value(x: &Value, y: &Value, scalar: bool) -> Option<bool> {
+    match (x, y) {
+        (Value::String(x), Value::String(y)) => Some(x == y),
+        (Value::Bool(x), Value::Bool(y)) => Some(x == y),
+        (Value::Null, Value::Null) => Some(true),
+        (Value::Number(x), Value::Number(y)) => match (GoNumber::of(x), GoNumber::of(y)) {
+            (GoNumber::Int(i), GoNumber::Int(j)) => Some(i == j),
+            (GoNumber::Float(f), GoNumber::Float(g)) => Some(f.to_bits() == g.to_bits()),
+            _ if scalar => Some(false),
+            _ => None,
+        },
+        (Value::Object(_) | Value::Array(_), Value::Object(_) | Value::Array(_)) => None,
+        // Different kinds of scalar: different identities and different encodings.
+        _ => Some(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Comparing two items' keys pairwise finds them the same exactly when their identities
+    /// are, with one key field and with several, across kinds of value.
+    #[test]
+    fn pairwise_map_keys_agree_with_identities() {
+        let items = [
+            json!({"a": 1}),
+            json!({"a": 1.0}),
+            json!({"a": 1.5}),
+            json!({"a": "1"}),
+            json!({}),
+            json!(null),
+            json!({"a": [1]}),
+            json!({"a": [1.0]}),
+            json!({"a": {"x": 1}}),
+            json!({"a": true}),
+            json!({"a": null}),
+            json!({"b": 1}),
+            json!({"a": 1, "b": 2}),
+            json!({"b": 2, "a": 1.0}),
+            json!({"a": 1, "b": 2.5}),
+            json!({"a": 1, "b": "2.5"}),
+        ];
+        let mut same = 0;
+        for keys in [
+            vec!["a".to_string()],
+            vec!["a".to_string(), "b".to_string()],
+        ] {
+            for x in &items {
+                for y in &items {
+                    let want = map_key_identity(&keys, x) == map_key_identity(&keys, y);
+                    assert_eq!(same_map_key(&keys, x, y), want, "{keys:?}: {x} and {y}");
+                    same += usize::from(want);
+                }
+            }
+        }
+        // Not only each item with itself: some different items share a key.
+        assert!(same > 2 * items.len(), "{same}");
     }
 }

@@ -439,8 +439,20 @@ fn list_type_set_and_map_duplicates() {
             r#"spec.routes[2]: Duplicate value: map[string]interface {}{"host":"x", "port":1}"#,
         ]
     );
+    // A long list reports the same: the second appearance of each key, once.
+    let mut ports: Vec<Value> = (0..30).map(|i| json!({"name": format!("p{i}")})).collect();
+    ports[20] = json!({"name": "p3"});
+    ports[25] = json!({"name": "p3"});
+    ports[29] = json!({"name": "p7"});
     let props = json!({"ports": {"type": "array", "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object"}}});
+    assert_eq!(
+        messages(&schema(props.clone()), &cr(json!({"ports": ports}))),
+        [
+            r#"spec.ports[20]: Duplicate value: map[string]interface {}{"name":"p3"}"#,
+            r#"spec.ports[29]: Duplicate value: map[string]interface {}{"name":"p7"}"#,
+        ]
+    );
     assert_eq!(
         messages(&schema(props), &cr(json!({"ports": ["x"]}))),
         [
