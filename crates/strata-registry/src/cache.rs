@@ -275,6 +275,11 @@ impl Stored {
         }
     }
 
+    /// Whether these are the object's own stored form, which decodes back to the object.
+    pub(crate) fn is_own(&self) -> bool {
+        self.members.is_some()
+    }
+
     /// Encodes `obj` as stored, recording its members.
     fn encode(obj: &Object) -> Stored {
         let (bytes, members) = layout(obj);

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use strata_object::Object;
 use strata_store::{KeyValue, Revision, Store, StoreError};
 use tokio::sync::{oneshot, Notify};
 
@@ -49,6 +50,11 @@ pub(crate) struct Chain {
     /// The stored entry the first link builds on; set with the first link.
     pub(crate) base: Option<KeyValue>,
     links: Vec<Link>,
+    /// The newest version's object (without resourceVersion) and its stored bytes, kept by a
+    /// writer that others were waiting behind, so the next one need not decode those bytes.
+    /// It stands for the version whose bytes match, as the chain's tip or, once the chain is
+    /// written, as the stored value.
+    pub(crate) tip_object: Option<(Bytes, Object)>,
 }
 
 struct Link {
@@ -155,6 +161,11 @@ impl KeyQueue {
     pub(crate) fn wait(&self) -> Waiting<'_> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         Waiting(self)
+    }
+
+    /// Whether writers are waiting for their turn.
+    pub(crate) fn has_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
     }
 }
 

@@ -519,20 +519,27 @@ impl Registry {
             let waiting = queue.wait();
             let mut chain = queue.chain.lock().await;
             drop(waiting);
+            // The object of the newest version, when the writer before kept it.
+            let kept = chain.tip_object.take();
             let (stored, current) = match (chain.tip(), &chain.base) {
                 (Some(tip), Some(base)) => {
-                    let tip = KeyValue {
-                        key: key.clone(),
-                        value: tip.clone(),
-                        create_revision: base.create_revision,
-                        mod_revision: Revision(0),
+                    let mut current = match kept {
+                        Some((bytes, obj)) if bytes == tip => obj,
+                        _ => decode_stored(
+                            rt,
+                            &KeyValue {
+                                key: key.clone(),
+                                value: tip.clone(),
+                                create_revision: base.create_revision,
+                                mod_revision: Revision(0),
+                            },
+                        )?,
                     };
-                    let mut current = decode_stored(rt, &tip)?;
                     current.set_resource_version("");
                     (None, current)
                 }
                 _ => {
-                    let (kv, current) = self.read_current(rt, &key, name).await?;
+                    let (kv, current) = self.read_current_kept(rt, &key, name, kept).await?;
                     (Some(kv), current)
                 }
             };
@@ -592,6 +599,16 @@ impl Registry {
             let expecting = value
                 .is_some()
                 .then(|| rt.decoder.expect(&key, &obj, &planned));
+            if let Some(bytes) = value
+                .as_ref()
+                .filter(|_| planned.is_own() && queue.has_waiting())
+            {
+                // The next writer builds on this version: it takes the object, as decoding
+                // the bytes would make it, instead of decoding them.
+                let mut kept = obj.clone();
+                rt.strategy.convert_from_storage(&mut kept);
+                chain.tip_object = Some((bytes.clone(), kept));
+            }
             let answer = entered.push(&mut chain, value, &self.store);
             drop(chain);
             match answer.await {
@@ -759,6 +776,34 @@ impl Registry {
             return Ok(Planned::Delete(obj));
         }
         Ok(Planned::Write(obj, stored))
+    }
+
+    /// [`Registry::read_current`], taking the `kept` object (without resourceVersion) instead
+    /// of decoding when its bytes are the stored value's.
+    async fn read_current_kept(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+        kept: Option<(Bytes, Object)>,
+    ) -> Result<(KeyValue, Object), Status> {
+        let Some((bytes, mut obj)) = kept else {
+            return self.read_current(rt, key, name).await;
+        };
+        let (kv, _) = self
+            .store
+            .get(key, None)
+            .await
+            .map_err(|e| store_error(Op::Update, rt, name, e))?;
+        let Some(kv) = kv else {
+            return Err(Status::not_found(&rt.info.group, &rt.info.resource, name));
+        };
+        if kv.value != bytes {
+            let current = decode_stored(rt, &kv)?;
+            return Ok((kv, current));
+        }
+        obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
+        Ok((kv, obj))
     }
 
     /// Reads the latest stored state of one object, or 404.

@@ -709,3 +709,76 @@ async fn read_modify_write_clients_all_finish_and_lose_no_update() {
         assert_eq!(labels[format!("c{c}")], UPDATES.to_string(), "{labels}");
     }
 }
+
+/// Clients patching and applying one object at once take turns in the server, each version
+/// built on the one before even before it is stored: every write is answered with a version
+/// of its own holding its change and every change before it, and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_and_applies_of_one_object_build_on_each_other() {
+    const CLIENTS: usize = 12;
+    const WRITES: u32 = 8;
+    let s = TestServer::start();
+    create_sa(&s, "hot", json!({})).await;
+    let path = format!("{}/hot", sa_path("default"));
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..CLIENTS {
+        let (http, path) = (s.http(), path.clone());
+        clients.spawn(async move {
+            let mut answers = Vec::new();
+            for n in 1..=WRITES {
+                let label = json!({"metadata": {"labels": {format!("c{c}"): n.to_string()}}});
+                let r = if c % 2 == 0 {
+                    http.send_json("PATCH", &path, &label, MERGE).await
+                } else {
+                    let mut config = label.clone();
+                    config["apiVersion"] = json!("v1");
+                    config["kind"] = json!("ServiceAccount");
+                    config["metadata"]["name"] = json!("hot");
+                    let apply = format!("{path}?fieldManager=client-{c}");
+                    http.send_json("PATCH", &apply, &config, APPLY).await
+                };
+                assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+                let obj = r.json();
+                assert_eq!(obj["metadata"]["labels"][format!("c{c}")], n.to_string());
+                answers.push(obj);
+            }
+            answers
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(done) = clients.join_next().await {
+        answers.extend(done.unwrap());
+    }
+    // One version per write, each holding every change of the versions before it.
+    answers.sort_by_key(rv_of);
+    let mut versions: Vec<u64> = answers.iter().map(rv_of).collect();
+    versions.dedup();
+    assert_eq!(versions.len(), CLIENTS * WRITES as usize);
+    for pair in answers.windows(2) {
+        let (before, after) = (
+            &pair[0]["metadata"]["labels"],
+            &pair[1]["metadata"]["labels"],
+        );
+        for (k, v) in before.as_object().unwrap() {
+            let (v, later) = (v.as_str().unwrap(), after[k].as_str().unwrap());
+            let (v, later): (u32, u32) = (v.parse().unwrap(), later.parse().unwrap());
+            assert!(later >= v, "{k}: {v} then {later}");
+        }
+    }
+    let last = s.get(&path).await.json();
+    for c in 0..CLIENTS {
+        assert_eq!(
+            last["metadata"]["labels"][format!("c{c}")],
+            WRITES.to_string()
+        );
+    }
+    // Each applier owns its label.
+    let owners = managers(&last);
+    for c in (1..CLIENTS).step_by(2) {
+        assert!(
+            owners.iter().any(|(m, _)| *m == format!("client-{c}")),
+            "{owners:?}"
+        );
+    }
+    assert_eq!(last, answers.last().unwrap().clone());
+}
