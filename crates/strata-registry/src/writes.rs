@@ -548,7 +548,7 @@ impl Registry {
                 .inspect_err(|e| self.note_conflict(&key, e))?
             {
                 Planned::Write(obj, planned) => (obj, planned),
-                Planned::Delete(mut obj) => {
+                Planned::Delete(obj) => {
                     let Some(kv) = stored else {
                         // Deleting needs the revision of the chain's last version: wait
                         // for the chain to be written, then start over.
@@ -558,15 +558,9 @@ impl Registry {
                         continue;
                     };
                     // The last finalizer is gone: the update completes the deletion.
-                    match self.store.delete(&key, Some(kv.mod_revision)).await {
-                        Ok((_, revision)) => {
-                            rt.wrote(revision);
-                            // At the deletion's revision, as the DELETED event has it.
-                            obj.set_resource_version(&to_resource_version(revision).to_string());
-                            return Ok((obj, None));
-                        }
-                        Err(StoreError::Conflict { .. }) => continue,
-                        Err(e) => return Err(store_error(Op::Update, rt, name, e)),
+                    match self.complete_deletion(rt, &key, name, &kv, obj).await? {
+                        Some(obj) => return Ok((obj, None)),
+                        None => continue,
                     }
                 }
             };
@@ -653,16 +647,10 @@ impl Registry {
                 .inspect_err(|e| self.note_conflict(key, e))?;
             let (mut obj, written) = match planned {
                 Planned::Delete(obj) if opts.dry_run => (obj, None),
-                Planned::Delete(mut obj) => {
-                    match self.store.delete(key, Some(kv.mod_revision)).await {
-                        Ok((_, revision)) => {
-                            rt.wrote(revision);
-                            // At the deletion's revision, as the DELETED event has it.
-                            obj.set_resource_version(&to_resource_version(revision).to_string());
-                            return Ok((obj, None));
-                        }
-                        Err(StoreError::Conflict { .. }) => continue,
-                        Err(e) => return Err(store_error(Op::Update, rt, name, e)),
+                Planned::Delete(obj) => {
+                    match self.complete_deletion(rt, key, name, &kv, obj).await? {
+                        Some(obj) => return Ok((obj, None)),
+                        None => continue,
                     }
                 }
                 Planned::Write(obj, planned) => {
@@ -702,6 +690,29 @@ impl Registry {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(Op::Update, rt, name, e)),
             }
+        }
+    }
+
+    /// Deletes `key`, stored as `kv`, for an update that removed the last finalizer of `obj`
+    /// (marked for deletion): the object as deleted, at the deletion's revision as the DELETED
+    /// event has it, or None when the object changed meanwhile and the update starts over.
+    async fn complete_deletion(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+        kv: &KeyValue,
+        mut obj: Object,
+    ) -> Result<Option<Object>, Status> {
+        match self.store.delete(key, Some(kv.mod_revision)).await {
+            Ok((_, revision)) => {
+                rt.wrote(revision);
+                self.read_turns.wrote(key);
+                obj.set_resource_version(&to_resource_version(revision).to_string());
+                Ok(Some(obj))
+            }
+            Err(StoreError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(store_error(Op::Update, rt, name, e)),
         }
     }
 
