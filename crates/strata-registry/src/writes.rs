@@ -789,6 +789,16 @@ impl Registry {
         Ok(Planned::Write(obj, stored))
     }
 
+    /// Reads the latest stored state of one object, or 404.
+    pub(crate) async fn read_current(
+        &self,
+        rt: &RegisteredType,
+        key: &str,
+        name: &str,
+    ) -> Result<(KeyValue, Object), Status> {
+        self.read_current_kept(rt, key, name, None).await
+    }
+
     /// [`Registry::read_current`], taking the `kept` object (without resourceVersion) instead
     /// of decoding when its bytes are the stored value's.
     async fn read_current_kept(
@@ -798,9 +808,6 @@ impl Registry {
         name: &str,
         kept: Option<(Bytes, Object)>,
     ) -> Result<(KeyValue, Object), Status> {
-        let Some((bytes, mut obj)) = kept else {
-            return self.read_current(rt, key, name).await;
-        };
         let (kv, _) = self
             .store
             .get(key, None)
@@ -809,30 +816,13 @@ impl Registry {
         let Some(kv) = kv else {
             return Err(Status::not_found(&rt.info.group, &rt.info.resource, name));
         };
-        if kv.value != bytes {
-            let current = decode_stored(rt, &kv)?;
-            return Ok((kv, current));
-        }
-        obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
-        Ok((kv, obj))
-    }
-
-    /// Reads the latest stored state of one object, or 404.
-    pub(crate) async fn read_current(
-        &self,
-        rt: &RegisteredType,
-        key: &str,
-        name: &str,
-    ) -> Result<(KeyValue, Object), Status> {
-        let (kv, _) = self
-            .store
-            .get(key, None)
-            .await
-            .map_err(|e| store_error(Op::Update, rt, name, e))?;
-        let Some(kv) = kv else {
-            return Err(Status::not_found(&rt.info.group, &rt.info.resource, name));
+        let current = match kept {
+            Some((bytes, mut obj)) if bytes == kv.value => {
+                obj.set_resource_version(&to_resource_version(kv.mod_revision).to_string());
+                obj
+            }
+            _ => decode_stored(rt, &kv)?,
         };
-        let current = decode_stored(rt, &kv)?;
         Ok((kv, current))
     }
 }
