@@ -163,17 +163,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
             .map(|a| a.iter().map(Schema::parse).collect())
             .unwrap_or_default()
     };
-    let strings_of = |k: &str| -> Vec<String> {
-        m.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strings_of = |k: &str| -> Vec<String> { strata_object::strings(m.get(k)) };
     let mut schema = Schema {
         type_: str_of("type"),
         nullable: bool_of("nullable"),

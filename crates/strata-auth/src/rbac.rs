@@ -22,15 +22,7 @@ use crate::{UserInfo, MASTERS};
 pub const GROUP: &str = "rbac.authorization.k8s.io";
 
 fn strings(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
+    strata_object::strings(v.get(key))
 }
 
 /// One PolicyRule.

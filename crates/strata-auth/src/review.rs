@@ -48,16 +48,7 @@ pub fn access_review(
         let subject = UserInfo {
             name: text(&spec, "user"),
             uid: text(&spec, "uid"),
-            groups: spec
-                .get("groups")
-                .and_then(Value::as_array)
-                .map(|g| {
-                    g.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            groups: strata_object::strings(spec.get("groups")),
             ..Default::default()
         };
         if subject.name.is_empty() && subject.groups.is_empty() {

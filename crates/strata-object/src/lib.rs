@@ -41,6 +41,27 @@ pub use status::{Status, StatusCause, StatusDetails, StatusListMeta, StatusReaso
 pub use timestamp::{format_micro_time, format_time, format_unix, now_rfc3339, parse_time};
 pub use version::ResourceVersion;
 
+/// The strings of a JSON array, other items skipped; empty when `value` is absent or not an
+/// array. Lists of names (list-map keys, RBAC rules' verbs, a review's groups) read this way.
+///
+/// ```
+/// use serde_json::json;
+/// let v = json!({"verbs": ["get", 1, "list"]});
+/// assert_eq!(strata_object::strings(v.get("verbs")), ["get", "list"]);
+/// assert!(strata_object::strings(v.get("none")).is_empty());
+/// ```
+pub fn strings(value: Option<&serde_json::Value>) -> Vec<String> {
+    value
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 // Dependencies whose types and traits appear in this crate's API, re-exported so that users
 // name the same versions without adding them to their own manifests.
 /// `serde`, whose traits [`Status`] and its parts implement.

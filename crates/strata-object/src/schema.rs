@@ -191,17 +191,7 @@ impl<'d> Reader<'d> {
         };
         let list_type = match keyword("x-kubernetes-list-type").and_then(Value::as_str) {
             Some("set") => ListType::Set,
-            Some("map") => ListType::Map(
-                keyword("x-kubernetes-list-map-keys")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(String::from)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            ),
+            Some("map") => ListType::Map(crate::strings(keyword("x-kubernetes-list-map-keys"))),
             _ => ListType::Atomic,
         };
         let patch_strategies = keyword("x-kubernetes-patch-strategy")
