@@ -213,34 +213,36 @@ pub fn apply_through(
     let empty = Value::Object(Map::new());
     let live_obj = live.unwrap_or(&empty);
     // Stored managedFields are always written by this crate; unreadable ones count as none.
-    let old_managed = ManagedFields::of_object(live_obj).unwrap_or_default();
+    let mut managed = ManagedFields::of_object(live_obj).unwrap_or_default();
     let live_content = without_managed_fields(live_obj);
 
     let ignored = fieldpath::reset_fields(schema, subresource);
     let mut applier = ManagedFieldsEntry::new(manager, Operation::Apply, api_version, subresource);
-    let last = old_managed
-        .find(&applier)
-        .map(|e| e.fields.clone())
-        .unwrap_or_default();
+    let previous = managed.find(&applier);
+    let last = previous.map(|e| e.fields.clone()).unwrap_or_default();
+    let last_version = previous.map(|e| e.api_version.clone());
+    let last_time = previous.and_then(|e| e.time.clone());
     let applied_fields = raw_fields(&config, schema).recursive_difference(&ignored);
 
     let merged = merge(Some(&live_content), Some(&config), Some(schema)).unwrap_or_default();
-    let mut owned = applied_fields
-        .union(fieldpath::system_fields())
-        .union(&ignored);
-    for e in old_managed
-        .entries
-        .iter()
-        .filter(|e| !e.same_manager(&applier))
-    {
-        owned.extend(&e.fields);
-    }
-    let pruned = prune(merged, &last, &owned, schema);
+    // Only fields the manager applied last time and leaves out now can be pruned. When it
+    // applies all of them again, nothing is, and what the other managers own does not matter.
+    let pruned = if last.difference(&applied_fields).is_empty() {
+        merged
+    } else {
+        let mut owned = applied_fields
+            .union(fieldpath::system_fields())
+            .union(&ignored);
+        for e in managed.entries.iter().filter(|e| !e.same_manager(&applier)) {
+            owned.extend(&e.fields);
+        }
+        prune(merged, &last, &owned, schema)
+    };
     let result = tidy(&pruned, Some(schema)).unwrap_or_else(|| empty.clone());
 
     let cmp = compare(&live_content, &result, schema).excluding(&ignored);
     let changed = cmp.modified.union(&cmp.added);
-    let mut managed = old_managed.clone();
+    let mut others_changed = false;
     let mut conflicts = Vec::new();
     for e in managed
         .entries
@@ -258,11 +260,11 @@ pub fn apply_through(
                 path,
             });
         }
-        if !clash.is_empty() {
+        let gone = e.fields.intersection(&cmp.removed);
+        if !clash.is_empty() || !gone.is_empty() {
             e.fields.subtract(&clash);
-        }
-        if !cmp.removed.is_empty() {
-            e.fields.subtract(&cmp.removed);
+            e.fields.subtract(&gone);
+            others_changed = true;
         }
     }
     if !conflicts.is_empty() && !force {
@@ -272,13 +274,17 @@ pub fn apply_through(
     }
 
     applier.fields = applied_fields.difference(fieldpath::system_fields());
-    applier.time = old_managed.find(&applier).and_then(|e| e.time.clone());
+    // The applier's entry is as it was when it owns the same fields (an empty entry is none),
+    // recorded at the same version.
+    let applier_unchanged =
+        applier.fields == last && (last.is_empty() || last_version.as_deref() == Some(api_version));
+    applier.time = last_time;
     managed.upsert(applier.clone());
     managed.entries.retain(|e| !e.fields.is_empty());
 
-    let unchanged = fieldpath::typed_view(&live_content, schema)
-        == fieldpath::typed_view(&result, schema)
-        && managed.same_ignoring_time(&old_managed);
+    let unchanged = !others_changed
+        && applier_unchanged
+        && fieldpath::typed_view(&live_content, schema) == fieldpath::typed_view(&result, schema);
     if live.is_some() && unchanged {
         return Ok(live_obj.clone());
     }
@@ -654,6 +660,82 @@ mod tests {
         assert_eq!(
             m(&["a", "b", "c", "d"], &["d", "e", "a"]),
             set_list(&["b", "c", "d", "e", "a"])
+        );
+    }
+
+    /// What `apply_through` skips: when a manager applies again every field it applied last
+    /// time, pruning removes nothing, even when no other manager owns anything.
+    #[test]
+    fn reapplying_the_same_fields_prunes_nothing() {
+        let definitions = json!({
+            "Thing": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"type": "object", "properties": {
+                    "name": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                "spec": {"type": "object", "properties": {
+                    "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                              "x-kubernetes-list-map-keys": ["port"],
+                              "items": {"type": "object", "properties": {
+                                  "port": {"type": "integer"}, "name": {"type": "string"},
+                                  "env": {"type": "object",
+                                          "additionalProperties": {"type": "string"}}}}},
+                    "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                             "items": {"type": "string"}},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "nested": {"type": "object", "properties": {
+                        "inner": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+                }}
+            }}
+        });
+        let definitions = definitions.as_object().unwrap().clone();
+        let compiled = strata_object::schema::CompiledSchema::new(&definitions, "Thing").unwrap();
+        let schema = compiled.root();
+        let live = json!({
+            "apiVersion": "x/v1", "kind": "Thing",
+            "metadata": {"name": "a", "labels": {"mine": "1", "theirs": "2"}},
+            "spec": {"ports": [{"port": 1, "name": "a", "env": {"k": "v", "o": "w"}},
+                               {"port": 2, "name": "b"}],
+                     "tags": ["x", "y"], "args": ["p"], "nested": {"inner": {"x": "old"}}}
+        });
+        let first = json!({
+            "apiVersion": "x/v1", "kind": "Thing",
+            "metadata": {"name": "a", "labels": {"mine": "1"}},
+            "spec": {"ports": [{"port": 1, "env": {"k": "v"}}], "tags": ["x"], "args": ["p"],
+                     "nested": {"inner": {"x": "old"}}}
+        });
+        // The same fields with other values.
+        let again = json!({
+            "apiVersion": "x/v1", "kind": "Thing",
+            "metadata": {"name": "a", "labels": {"mine": "9"}},
+            "spec": {"ports": [{"port": 1, "env": {"k": "changed"}}], "tags": ["x"],
+                     "args": ["q", "r"], "nested": {"inner": {"x": "new"}}}
+        });
+        let ignored = fieldpath::reset_fields(schema, None);
+        let last = raw_fields(&first, schema).recursive_difference(&ignored);
+        let applied = raw_fields(&again, schema).recursive_difference(&ignored);
+        assert!(last.difference(&applied).is_empty());
+        let owned = applied.union(fieldpath::system_fields()).union(&ignored);
+        let merged = merge(Some(&live), Some(&again), Some(schema)).unwrap();
+        assert_eq!(merged["spec"]["args"], json!(["q", "r"]));
+        assert_eq!(prune(merged.clone(), &last, &owned, schema), merged);
+
+        // Leaving a field out is what prunes; what another manager owns stays.
+        let fewer = json!({"apiVersion": "x/v1", "kind": "Thing", "metadata": {"name": "a"},
+                           "spec": {"ports": [{"port": 1}]}});
+        let applied = raw_fields(&fewer, schema).recursive_difference(&ignored);
+        assert!(!last.difference(&applied).is_empty());
+        let others = raw_fields(&live, schema).difference(&last);
+        let owned = applied
+            .union(fieldpath::system_fields())
+            .union(&ignored)
+            .union(&others);
+        let merged = merge(Some(&live), Some(&fewer), Some(schema)).unwrap();
+        let pruned = prune(merged, &last, &owned, schema);
+        assert_eq!(pruned["metadata"]["labels"], json!({"theirs": "2"}));
+        assert_eq!(
+            pruned["spec"]["ports"][0],
+            json!({"port": 1, "name": "a", "env": {"o": "w"}})
         );
     }
 

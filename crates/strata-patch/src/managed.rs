@@ -267,13 +267,15 @@ impl ManagedFields {
             .iter()
             .filter(|e| !e.fields.is_empty())
             .collect();
-        entries.sort_by(|a, b| {
-            a.operation
-                .cmp(&b.operation)
-                .then_with(|| a.seconds().cmp(&b.seconds()))
-                .then_with(|| a.manager.cmp(&b.manager))
-                .then_with(|| a.api_version.cmp(&b.api_version))
-                .then_with(|| a.subresource.cmp(&b.subresource))
+        // Each time is parsed once, not at every comparison.
+        entries.sort_by_cached_key(|e| {
+            (
+                e.operation,
+                e.seconds(),
+                e.manager.as_str(),
+                e.api_version.as_str(),
+                e.subresource.as_deref(),
+            )
         });
         entries
     }
@@ -306,29 +308,6 @@ impl ManagedFields {
         if let Value::Object(meta) = meta {
             meta.insert("managedFields".into(), self.to_value());
         }
-    }
-
-    /// Whether both hold the same entries with the same fields, whatever their times.
-    pub(crate) fn same_ignoring_time(&self, other: &ManagedFields) -> bool {
-        fn identity(e: &ManagedFieldsEntry) -> (&str, &str, &str, Option<&str>, &str) {
-            (
-                &e.manager,
-                e.operation.as_str(),
-                &e.api_version,
-                e.subresource.as_deref(),
-                &e.fields_type,
-            )
-        }
-        fn owning(m: &ManagedFields) -> Vec<&ManagedFieldsEntry> {
-            let mut entries: Vec<_> = m.entries.iter().filter(|e| !e.fields.is_empty()).collect();
-            entries.sort_by(|a, b| identity(a).cmp(&identity(b)));
-            entries
-        }
-        let (a, b) = (owning(self), owning(other));
-        a.len() == b.len()
-            && a.iter()
-                .zip(&b)
-                .all(|(x, y)| identity(x) == identity(y) && x.fields == y.fields)
     }
 
     /// Merges the oldest Update entries into [`ANCIENT_CHANGES`] entries (one per API version)
