@@ -78,12 +78,29 @@ impl Object {
     /// Wraps a value tree, checking that it is an object and that `metadata` (if present) is one
     /// and holds strings where strings belong.
     pub fn from_value(v: Value) -> Result<Self, ObjectError> {
+        Self::try_from_value(v).map_err(|(e, _)| e)
+    }
+
+    /// [`Object::from_value`] that hands the value back with the error, for a caller that
+    /// reports it (without keeping a copy in case it fails).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use strata_object::Object;
+    ///
+    /// let (err, back) = Object::try_from_value(json!({"metadata": {"name": 7}})).unwrap_err();
+    /// assert_eq!(back, json!({"metadata": {"name": 7}}));
+    /// assert!(err.to_string().contains("metadata.name"));
+    /// ```
+    pub fn try_from_value(v: Value) -> Result<Self, (ObjectError, Value)> {
         if !v.is_object() {
-            return Err(ObjectError::NotAnObject(type_name(&v)));
+            return Err((ObjectError::NotAnObject(type_name(&v)), v));
         }
         let obj = Self(v);
-        obj.check_shape()?;
-        Ok(obj)
+        match obj.check_shape() {
+            Ok(()) => Ok(obj),
+            Err(e) => Err((e, obj.0)),
+        }
     }
 
     fn check_shape(&self) -> Result<(), ObjectError> {

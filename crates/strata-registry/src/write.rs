@@ -157,20 +157,27 @@ impl NotThisType {
 }
 
 /// Reads `value` as an object of `info`'s type, filling in an absent `apiVersion` and `kind`.
-pub(crate) fn read_object(info: &ResourceType, value: Value) -> Result<Object, NotThisType> {
-    let mut obj = Object::from_value(value).map_err(|e| NotThisType::Malformed(e.to_string()))?;
+/// A value that is not one comes back with the reason, for the caller's error to show.
+pub(crate) fn read_object(
+    info: &ResourceType,
+    value: Value,
+) -> Result<Object, (NotThisType, Value)> {
+    let mut obj = Object::try_from_value(value)
+        .map_err(|(e, value)| (NotThisType::Malformed(e.to_string()), value))?;
     let expected_version = info.api_version();
     if !obj.api_version().is_empty() && obj.api_version() != expected_version {
-        return Err(NotThisType::Version(format!(
+        let why = format!(
             "the API version in the data ({}) does not match the expected API version ({expected_version})",
             obj.api_version()
-        )));
+        );
+        return Err((NotThisType::Version(why), obj.into_value()));
     }
     if !obj.kind().is_empty() && obj.kind() != info.kind {
-        return Err(NotThisType::Kind(format!(
+        let why = format!(
             "the kind in the data ({}) does not match the expected kind",
             obj.kind()
-        )));
+        );
+        return Err((NotThisType::Kind(why), obj.into_value()));
     }
     obj.set_type_meta(&expected_version, &info.kind);
     Ok(obj)

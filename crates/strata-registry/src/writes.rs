@@ -300,7 +300,7 @@ impl Registry {
     /// Checks the type fields of a body against the endpoint and fills them in when absent.
     pub(crate) fn decode_body(&self, rt: &RegisteredType, body: Value) -> Result<Object, Status> {
         let info = &rt.info;
-        let mut obj = write::read_object(info, body).map_err(|e| match e {
+        let mut obj = write::read_object(info, body).map_err(|(e, _)| match e {
             write::NotThisType::Version(why) => Status::bad_request(why),
             write::NotThisType::Malformed(why) | write::NotThisType::Kind(why) => {
                 write::undecodable(info, &why)
@@ -475,9 +475,8 @@ impl Registry {
 
     /// Decodes the result of a patch; one that no longer fits the type is 422 on `patch`.
     pub(crate) fn decode_patched(&self, rt: &RegisteredType, doc: Value) -> Result<Object, Status> {
-        let copy = doc.clone();
-        let mut obj =
-            write::read_object(&rt.info, doc).map_err(|e| write::invalid_patch(&copy, e.why()))?;
+        let mut obj = write::read_object(&rt.info, doc)
+            .map_err(|(e, doc)| write::invalid_patch(&doc, e.why()))?;
         rt.strategy.decoded(&mut obj);
         Ok(obj)
     }

@@ -153,6 +153,48 @@ async fn json_patch_applies_all_or_nothing() {
     assert_status(&r, 400, "BadRequest");
 }
 
+/// A patch that turns the object into something its endpoint cannot hold (another kind, a
+/// metadata field of the wrong type) is 422 on `patch`, showing the object it produced, and
+/// changes nothing.
+#[tokio::test]
+async fn a_patch_that_leaves_no_object_of_the_kind_is_invalid() {
+    let s = TestServer::start();
+    let created = create_sa(&s, "pk", json!({"metadata": {"labels": {"a": "1"}}})).await;
+    let path = format!("{}/pk", sa_path("default"));
+
+    let cases = [
+        (
+            MERGE,
+            json!({"kind": "Secret"}),
+            "the kind in the data (Secret) does not match the expected kind",
+        ),
+        (
+            JSON_PATCH,
+            json!([{"op": "replace", "path": "/apiVersion", "value": "v2"}]),
+            "does not match the expected API version (v1)",
+        ),
+        (
+            MERGE,
+            json!({"metadata": {"generateName": 5}}),
+            "metadata.generateName must be a string",
+        ),
+    ];
+    for (content_type, body, why) in cases {
+        let r = patch(&s, &path, content_type, &body).await;
+        assert_status(&r, 422, "Invalid");
+        let st = r.json();
+        let cause = &st["details"]["causes"][0];
+        assert_eq!(cause["field"], "patch", "{st}");
+        let message = cause["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{message}");
+        // The value shown (quoted) is the object the patch produced, labels and all.
+        assert!(message.contains(r#"\"labels\":{\"a\":\"1\"}"#), "{message}");
+    }
+    let got = s.get(&path).await.json();
+    assert_eq!(got["kind"], "ServiceAccount");
+    assert_eq!(rv_of(&got), rv_of(&created));
+}
+
 #[tokio::test]
 async fn merge_and_strategic_patches_follow_the_schema() {
     let s = TestServer::start();
