@@ -134,7 +134,7 @@ impl ManagedFieldsEntry {
     /// The JSON form, fields in Kubernetes' order: `manager`, `operation`, `apiVersion`,
     /// `time`, `fieldsType`, `fieldsV1`, `subresource` (empty ones left out).
     pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
+        let mut m = Map::with_capacity(7);
         if !self.manager.is_empty() {
             m.insert("manager".into(), self.manager.clone().into());
         }
@@ -157,44 +157,61 @@ impl ManagedFieldsEntry {
         let Value::Object(obj) = value else {
             return Err("must be an object".into());
         };
-        let text = |name: &str| -> Result<Option<String>, String> {
-            match obj.get(name) {
+        // One walk over the members: an object with many managers has many entries, and a
+        // hashed lookup per field of each showed in profiles.
+        let (mut manager, mut operation, mut api_version, mut time) = (None, None, None, None);
+        let (mut fields_type, mut fields_v1, mut subresource) = (None, None, None);
+        for (name, v) in obj {
+            let slot = match name.as_str() {
+                "manager" => &mut manager,
+                "operation" => &mut operation,
+                "apiVersion" => &mut api_version,
+                "time" => &mut time,
+                "fieldsType" => &mut fields_type,
+                "fieldsV1" => &mut fields_v1,
+                "subresource" => &mut subresource,
+                _ => continue,
+            };
+            *slot = Some(v);
+        }
+        let text = |name: &str, v: Option<&'_ Value>| -> Result<Option<String>, String> {
+            match v {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
                 Some(_) => Err(format!("{name} must be a string")),
             }
         };
-        let operation = match text("operation")?.as_deref() {
+        let operation = match text("operation", operation)?.as_deref() {
             Some("Apply") => Operation::Apply,
             Some("Update") => Operation::Update,
             _ => return Err("operation must be `Apply` or `Update`".into()),
         };
-        let api_version = text("apiVersion")?
+        let api_version = text("apiVersion", api_version)?
             .filter(|v| !v.is_empty())
             .ok_or("apiVersion must not be empty")?;
-        match text("fieldsType")?.as_deref() {
+        match text("fieldsType", fields_type)?.as_deref() {
             Some("FieldsV1") => {}
             None | Some("") => return Err("fieldsType is missing".into()),
             Some(other) => return Err(format!("invalid fieldsType {other:?}")),
         }
-        let time = text("time")?;
+        let time = text("time", time)?;
         if let Some(t) = &time {
             if parse_time(t).is_none() {
                 return Err(format!("time {t:?} is not an RFC 3339 timestamp"));
             }
         }
-        let fields = match obj.get("fieldsV1") {
+        let fields = match fields_v1 {
             Some(v) => FieldSet::from_fields_v1(v).map_err(|e| format!("fieldsV1: {e}"))?,
             None => FieldSet::new(),
         };
         Ok(ManagedFieldsEntry {
-            manager: text("manager")?.unwrap_or_default(),
+            manager: text("manager", manager)?.unwrap_or_default(),
             operation,
             api_version,
             time,
             fields_type: "FieldsV1".into(),
             fields,
-            subresource: text("subresource")?.filter(|s| !s.is_empty()),
+            subresource: text("subresource", subresource)?.filter(|s| !s.is_empty()),
         })
     }
 }
