@@ -176,7 +176,7 @@ async fn a_patch_that_leaves_no_object_of_the_kind_is_invalid() {
         (
             MERGE,
             json!({"metadata": {"generateName": 5}}),
-            "metadata.generateName must be a string",
+            "metadata.generateName: expected string",
         ),
     ];
     for (content_type, body, why) in cases {
