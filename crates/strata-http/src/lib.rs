@@ -269,22 +269,21 @@ pub async fn serve(
                 };
                 let _ = stream.set_nodelay(true);
                 let frontend = frontend.clone();
-                // Set by the connection's first request (see limits::first_request_within).
-                let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let first = started.clone();
+                // The connection's deadlines (see limits::supervise).
+                let activity = limits::Activity::new();
+                let requests = activity.clone();
                 let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                    if !first.load(std::sync::atomic::Ordering::Relaxed) {
-                        first.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
+                    let request = requests.begin();
                     httplog::note_peer(&mut req, peer);
                     audit::note_peer(frontend.audit.is_some(), &mut req, peer);
                     let frontend = frontend.clone();
                     let too_large = limits::header_too_large(&req);
                     async move {
-                        if let Some(resp) = too_large {
-                            return Ok(resp);
-                        }
-                        Ok::<_, Infallible>(frontend.handle(req).await)
+                        let resp = match too_large {
+                            Some(resp) => resp,
+                            None => frontend.handle(req).await,
+                        };
+                        Ok::<_, Infallible>(resp.map(|body| guarded::with_guard(body, request)))
                     }
                 });
                 let builder = builder.clone();
@@ -310,16 +309,19 @@ pub async fn serve(
                                     return;
                                 }
                             };
+                            activity.handshake_done();
+                            let stream = limits::Watched::new(stream, activity.clone());
                             let conn = builder
                                 .serve_connection_with_upgrades(TokioIo::new(stream), service);
                             let conn = watcher.watch(conn.into_owned());
-                            limits::first_request_within(conn, &started).await
+                            limits::supervise(conn, &activity).await
                         }
                         None => {
+                            let stream = limits::Watched::new(stream, activity.clone());
                             let conn = builder
                                 .serve_connection_with_upgrades(TokioIo::new(stream), service);
                             let conn = watcher.watch(conn.into_owned());
-                            limits::first_request_within(conn, &started).await
+                            limits::supervise(conn, &activity).await
                         }
                     };
                     match result {
@@ -327,7 +329,7 @@ pub async fn serve(
                         Some(Err(e)) => {
                             tracing::debug!(error = %e, "connection ended with an error");
                         }
-                        None => tracing::debug!(%peer, "no request within the header read timeout; closed"),
+                        None => tracing::debug!(%peer, "header or idle timeout; closed"),
                     }
                 });
             }

@@ -8,13 +8,15 @@
 //!   is capped at that size too, so a header far longer is refused (431) before it is all
 //!   read, as is one with more than hyper's 100 fields. Over HTTP/2 the limit is also
 //!   announced in SETTINGS_MAX_HEADER_LIST_SIZE.
-//! - Header read time: kube-apiserver's `ReadHeaderTimeout`, 32 s. An HTTP/1.1 request whose
-//!   header is not complete that long after its first byte (hyper's header read timeout), and
-//!   a connection that has not begun a single request that long after it was accepted (its
-//!   TLS handshake done), are closed without an answer, so a client that never finishes its
-//!   header holds nothing for long. Because hyper's timer also runs while an HTTP/1.1
-//!   connection waits for its next request, an idle keep-alive connection is closed after
-//!   32 s (kube-apiserver keeps one for 90 s).
+//! - Header read time: kube-apiserver's `ReadHeaderTimeout`, 32 s, and `IdleTimeout`, 90 s.
+//!   A connection that has not sent a whole request header 32 s after it was accepted (its TLS
+//!   handshake done), and an HTTP/1.1 request whose header is not complete 32 s after its
+//!   first byte, are closed without an answer, so a client that never finishes its header
+//!   holds nothing for long. An HTTP/1.1 connection kept alive waits 90 s for the first byte
+//!   of its next request, as Go's server waits, so clients that pool connections (Go's
+//!   transport keeps them 90 s) do not meet a connection closing under them. [`Activity`]
+//!   tracks the phases and [`supervise`] enforces them. An HTTP/2 connection, once it has
+//!   begun a request, has no such deadline.
 //! - HTTP/2 streams: `--http2-max-streams-per-connection`; 0 (the default) means Go's default,
 //!   250, which kube-apiserver then states explicitly in its SETTINGS.
 //! - Bodies over the limit ([`read_body`]): after the 413 the rest is read and thrown away
@@ -24,7 +26,10 @@
 //!   answer) and an HTTP/1.1 connection closed with unread bytes.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -33,6 +38,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
 
 /// The longest request header accepted: Go's `MaxHeaderBytes` default, which kube-apiserver
 /// keeps.
@@ -43,6 +50,10 @@ const HEADER_SLACK: usize = 4096;
 
 /// How long a client has to send a request's header: kube-apiserver's `ReadHeaderTimeout`.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// How long a kept-alive HTTP/1.1 connection waits for its next request: kube-apiserver's
+/// `IdleTimeout`.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The streams of one HTTP/2 connection when `--http2-max-streams-per-connection` is 0: Go's
 /// default, which kube-apiserver announces explicitly.
@@ -64,7 +75,9 @@ pub(crate) fn builder(max_streams: u32) -> auto::Builder<TokioExecutor> {
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        // hyper's own timer would also run while a kept-alive connection waits; [`supervise`]
+        // keeps the two deadlines apart.
+        .header_read_timeout(None)
         .max_buf_size(header_bytes);
     builder
         .http2()
@@ -78,19 +91,205 @@ pub(crate) fn builder(max_streams: u32) -> auto::Builder<TokioExecutor> {
     builder
 }
 
-/// Drives `conn` (one connection) to its end, unless no request has begun on it (`started`
-/// still false) after [`HEADER_READ_TIMEOUT`]: then it is dropped, which closes it. Before its
-/// first request a connection is in hyper's protocol detection, which has no deadline of its
-/// own; hyper's HTTP/1.1 header timeout covers the requests after.
-pub(crate) async fn first_request_within<F: Future>(
-    conn: F,
-    started: &AtomicBool,
-) -> Option<F::Output> {
+/// What one connection is doing, as far as its deadlines go. Shared by the connection's
+/// reader ([`Watched`]), its requests ([`Activity::begin`]) and [`supervise`].
+pub(crate) struct Activity {
+    state: Mutex<State>,
+}
+
+struct State {
+    phase: Phase,
+    /// When the phase began.
+    since: Instant,
+    /// The client spoke HTTP/2 (its first bytes were the connection preface).
+    http2: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Reading a request header (or waiting for the first one): [`HEADER_READ_TIMEOUT`].
+    Header,
+    /// Requests in flight, their responses not yet all sent: no deadline.
+    Busy(usize),
+    /// HTTP/1.1, between requests: [`IDLE_TIMEOUT`] until the next one's first byte.
+    Idle,
+    /// HTTP/2 after its first request: no deadline.
+    Open,
+}
+
+impl Activity {
+    /// A connection just accepted: its first header is due within [`HEADER_READ_TIMEOUT`].
+    pub(crate) fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            state: Mutex::new(State {
+                phase: Phase::Header,
+                since: Instant::now(),
+                http2: false,
+            }),
+        })
+    }
+
+    /// The TLS handshake is done: the first header is due [`HEADER_READ_TIMEOUT`] from now.
+    pub(crate) fn handshake_done(&self) {
+        self.state().since = Instant::now();
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request's header has been read; the returned guard ends the request when dropped
+    /// (with its response body, see [`crate::guarded::with_guard`]).
+    pub(crate) fn begin(self: &Arc<Self>) -> RequestGuard {
+        let mut st = self.state();
+        st.phase = match st.phase {
+            Phase::Busy(n) => Phase::Busy(n + 1),
+            _ => Phase::Busy(1),
+        };
+        RequestGuard(self.clone())
+    }
+
+    /// Bytes arrived: on an idle HTTP/1.1 connection, a new request's header has begun.
+    fn bytes_read(&self) {
+        let mut st = self.state();
+        if st.phase == Phase::Idle {
+            st.phase = Phase::Header;
+            st.since = Instant::now();
+        }
+    }
+
+    fn set_http2(&self) {
+        self.state().http2 = true;
+    }
+
+    /// When the connection is to be closed if nothing changes, or `None`.
+    fn deadline(&self) -> Option<Instant> {
+        let st = self.state();
+        match st.phase {
+            Phase::Header => Some(st.since + HEADER_READ_TIMEOUT),
+            Phase::Idle => Some(st.since + IDLE_TIMEOUT),
+            Phase::Busy(_) | Phase::Open => None,
+        }
+    }
+}
+
+/// One request in flight on a connection; dropping it ends the request.
+pub(crate) struct RequestGuard(Arc<Activity>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let mut st = self.0.state();
+        st.phase = match st.phase {
+            Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
+            _ if st.http2 => Phase::Open,
+            _ => Phase::Idle,
+        };
+        st.since = Instant::now();
+    }
+}
+
+/// Drives `conn` (one connection) to its end, unless [`Activity`] passes one of its deadlines:
+/// then `conn` is dropped, which closes it without an answer, and the result is `None`.
+///
+/// The phases change without waking this future: it looks again at least every
+/// [`HEADER_READ_TIMEOUT`], which is soon enough, because a deadline set after it looked is
+/// never earlier than that.
+pub(crate) async fn supervise<F: Future>(conn: F, activity: &Activity) -> Option<F::Output> {
     tokio::pin!(conn);
-    match tokio::time::timeout(HEADER_READ_TIMEOUT, &mut conn).await {
-        Ok(out) => Some(out),
-        Err(_) if started.load(Ordering::Relaxed) => Some(conn.await),
-        Err(_) => None,
+    loop {
+        let now = Instant::now();
+        let wake = match activity.deadline() {
+            Some(deadline) if deadline <= now => return None,
+            Some(deadline) => deadline.min(now + HEADER_READ_TIMEOUT),
+            None => now + HEADER_READ_TIMEOUT,
+        };
+        if let Ok(out) = tokio::time::timeout_at(wake, &mut conn).await {
+            return Some(out);
+        }
+    }
+}
+
+/// The start of HTTP/2's connection preface, which tells a prior-knowledge (or ALPN) HTTP/2
+/// client from an HTTP/1.1 one.
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+
+/// A connection's byte stream, reporting what it reads to its [`Activity`].
+pub(crate) struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+    /// How much of [`HTTP2_PREFACE`] the first bytes matched, until the protocol is known.
+    preface: Option<usize>,
+}
+
+impl<S> Watched<S> {
+    pub(crate) fn new(inner: S, activity: Arc<Activity>) -> Watched<S> {
+        Watched {
+            inner,
+            activity,
+            preface: Some(0),
+        }
+    }
+
+    fn saw(&mut self, bytes: &[u8]) {
+        if let Some(matched) = self.preface {
+            let want = &HTTP2_PREFACE[matched..];
+            let n = want.len().min(bytes.len());
+            self.preface = if want[..n] != bytes[..n] {
+                None
+            } else if matched + n == HTTP2_PREFACE.len() {
+                self.activity.set_http2();
+                None
+            } else {
+                Some(matched + n)
+            };
+        }
+        self.activity.bytes_read();
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.saw(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The connection layer's limits, as kube-apiserver's Go server has them: a request header
 //! over 1 MiB is answered 431; a client that does not finish its header within 32 s is
-//! disconnected without an answer; the server announces its HTTP/2 stream limit
+//! disconnected without an answer, while a kept-alive connection waits 90 s for its next
+//! request; the server announces its HTTP/2 stream limit
 //! (`--http2-max-streams-per-connection`, Go's 250 by default) in its SETTINGS; and a body
 //! over the size limit is answered 413 with a Status over HTTP/2, the client being let to
 //! finish sending it, as over HTTP/1.1.
@@ -190,6 +191,40 @@ async fn closed_without_answer(conn: &mut TcpStream, until: Instant) -> Result<(
     }
 }
 
+/// Sends a whole `GET /version` on `conn` and reads its answer (header and the body its
+/// content-length announces); returns the status line.
+async fn version_on(conn: &mut TcpStream) -> String {
+    conn.write_all(b"GET /version HTTP/1.1\r\nHost: strata\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut buf).await.expect("read an answer");
+        assert!(
+            n > 0,
+            "closed before answering: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        let Some(end) = text.find("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = text[..end]
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().unwrap())
+            })
+            .expect("a content-length");
+        if got.len() >= end + 4 + length {
+            return text.lines().next().unwrap_or_default().to_string();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_does_not_finish_its_header_within_32s_is_disconnected() {
     let s = TestServer::start();
@@ -202,22 +237,64 @@ async fn a_client_that_does_not_finish_its_header_within_32s_is_disconnected() {
             .await
             .unwrap();
         let mut silent = TcpStream::connect(&s.addr).await.unwrap();
-        // Until just before kube-apiserver's 32 s, both stay open and unanswered, while
+        // A third is answered, then waits; a fourth is answered, then starts a header it
+        // never ends.
+        let mut kept = TcpStream::connect(&s.addr).await.unwrap();
+        assert_eq!(version_on(&mut kept).await, "HTTP/1.1 200 OK");
+        let mut second = TcpStream::connect(&s.addr).await.unwrap();
+        assert_eq!(version_on(&mut second).await, "HTTP/1.1 200 OK");
+        second
+            .write_all(b"GET /version HTTP/1.1\r\nX-Slow: ")
+            .await
+            .unwrap();
+        // Until just before kube-apiserver's 32 s, all stay open and unanswered, while
         // others are served.
         assert_eq!(s.get("/version").await.code(), 200);
         let before = opened + Duration::from_secs(30);
-        for conn in [&mut partial, &mut silent] {
+        for conn in [&mut partial, &mut silent, &mut second] {
             assert_eq!(
                 closed_without_answer(conn, before).await,
                 Err("still open".into())
             );
         }
-        // Then both are closed, without an answer.
+        // Then the three that owe a header are closed, without an answer.
         let after = opened + Duration::from_secs(40);
-        for conn in [&mut partial, &mut silent] {
+        for conn in [&mut partial, &mut silent, &mut second] {
             closed_without_answer(conn, after).await.unwrap();
         }
+        // The one that finished its request is kept alive (kube-apiserver's IdleTimeout is
+        // 90 s) and answers its next request; so does the test client's pooled connection.
+        assert_eq!(version_on(&mut kept).await, "HTTP/1.1 200 OK");
         assert_eq!(s.get("/version").await.code(), 200);
+    })
+    .await;
+}
+
+/// A kept-alive HTTP/1.1 connection that sends nothing more is closed after 90 s, as
+/// kube-apiserver's Go server closes it (`IdleTimeout`); one that goes on sending requests
+/// stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_kept_alive_connection_is_closed_after_90s() {
+    let s = TestServer::start();
+    within(Duration::from_secs(120), async {
+        let mut idle = TcpStream::connect(&s.addr).await.unwrap();
+        assert_eq!(version_on(&mut idle).await, "HTTP/1.1 200 OK");
+        let answered = Instant::now();
+        let mut busy = TcpStream::connect(&s.addr).await.unwrap();
+        // `busy` asks every 20 s; `idle` waits.
+        for _ in 0..4 {
+            assert_eq!(version_on(&mut busy).await, "HTTP/1.1 200 OK");
+            tokio::time::sleep(Duration::from_secs(20)).await;
+        }
+        // 80 s on, `idle` is still open.
+        assert_eq!(
+            closed_without_answer(&mut idle, answered + Duration::from_secs(85)).await,
+            Err("still open".into())
+        );
+        closed_without_answer(&mut idle, answered + Duration::from_secs(100))
+            .await
+            .unwrap();
+        assert_eq!(version_on(&mut busy).await, "HTTP/1.1 200 OK");
     })
     .await;
 }
