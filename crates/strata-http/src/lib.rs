@@ -34,6 +34,7 @@ use strata_auth::authz::{AllowAll, Authorizer};
 use strata_auth::rbac::RbacAuthorizer;
 use strata_registry::Registry;
 use tokio::net::TcpListener;
+use tokio_util::either::Either;
 
 pub use metrics::Metrics;
 pub use request::RequestInfo;
@@ -290,7 +291,7 @@ pub async fn serve(
                 let watcher = graceful.watcher();
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
-                    let result = match acceptor {
+                    let stream = match acceptor {
                         Some(acceptor) => {
                             // The handshake gets a deadline of its own, so a silent client cannot
                             // hold a task forever.
@@ -310,20 +311,15 @@ pub async fn serve(
                                 }
                             };
                             activity.handshake_done();
-                            let stream = limits::Watched::new(stream, activity.clone());
-                            let conn = builder
-                                .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            let conn = watcher.watch(conn.into_owned());
-                            limits::supervise(conn, &activity).await
+                            Either::Left(stream)
                         }
-                        None => {
-                            let stream = limits::Watched::new(stream, activity.clone());
-                            let conn = builder
-                                .serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            let conn = watcher.watch(conn.into_owned());
-                            limits::supervise(conn, &activity).await
-                        }
+                        None => Either::Right(stream),
                     };
+                    let stream = limits::Watched::new(stream, activity.clone());
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let conn = watcher.watch(conn.into_owned());
+                    let result = limits::supervise(conn, &activity).await;
                     match result {
                         Some(Ok(())) => {}
                         Some(Err(e)) => {
