@@ -35,6 +35,11 @@
 //!
 //! Reads run on tokio's blocking pool over a RocksDB snapshot taken after loading the published
 //! revision, so they see every acknowledged write, and nothing later than what they report.
+//! The change feed is the exception while it follows the writer closely: the writer keeps the
+//! events of its latest batches in memory (the newest 4,096, at most 16 MiB of keys and values),
+//! before publishing their revision, and [`Store::changes`] answers from them, without a snapshot,
+//! when they cover the whole request. Older revisions, and every feed after a restart, are read
+//! from `changes` and `history`.
 //!
 //! # Compaction and recovery
 //!
@@ -52,12 +57,13 @@
 mod compact;
 mod encoding;
 mod read;
+mod recent;
 mod writer;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use async_trait::async_trait;
@@ -68,7 +74,7 @@ use rocksdb::{
     SliceTransform, WriteBatch, WriteOptions,
 };
 use strata_store::{
-    Changes, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
+    Changes, Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -120,6 +126,8 @@ pub(crate) struct Shared {
     pub(crate) notify: watch::Sender<Revision>,
     pub(crate) batches: AtomicU64,
     pub(crate) writes: AtomicU64,
+    /// The newest events, as the writer committed them.
+    recent: Mutex<recent::Recent>,
 }
 
 impl Shared {
@@ -134,6 +142,7 @@ impl Shared {
             notify: watch::channel(Revision::ZERO).0,
             batches: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            recent: Mutex::default(),
         };
         let meta = shared.cf(CF_META)?;
         let read = |name: &[u8]| -> Result<Option<u64>> {
@@ -182,6 +191,40 @@ impl Shared {
         self.db
             .cf_handle(name)
             .ok_or_else(|| StoreError::Unavailable(format!("column family {name} is not open")))
+    }
+
+    /// Keeps the events of a committed batch for the change feed.
+    pub(crate) fn keep_recent(&self, events: Vec<Event>) {
+        self.recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .extend(events);
+    }
+
+    /// The change feed after `after` from the events kept in memory, or `None` when they do not
+    /// hold all of it (the feed then reads the database). Same answers as
+    /// [`View::changes`](read::View::changes).
+    fn recent_changes(&self, after: Revision, limit: usize) -> Option<Result<Changes>> {
+        // As a view does: `current` first, then `compacted`. The writer keeps a batch's events
+        // before it publishes their revision, so every event up to `current` is kept or dropped.
+        let current = self.current.load(Ordering::SeqCst);
+        let compacted = self.compacted.load(Ordering::SeqCst);
+        if after.get() < compacted {
+            return Some(Err(StoreError::Compacted {
+                requested: after,
+                compacted: Revision(compacted),
+            }));
+        }
+        let events = self
+            .recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .between(after.get(), current, limit)?;
+        let revision = match events.last() {
+            Some(last) if limit != 0 && events.len() == limit => last.revision(),
+            _ => Revision(current),
+        };
+        Some(Ok(Changes { events, revision }))
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {
@@ -467,6 +510,9 @@ impl Store for RocksStore {
     }
 
     async fn changes(&self, after: Revision, limit: usize) -> Result<Changes> {
+        if let Some(answer) = self.shared.recent_changes(after, limit) {
+            return answer;
+        }
         self.blocking(move |shared| View::new(shared).changes(after, limit))
             .await
     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rocksdb::WriteBatch;
-use strata_store::{KeyValue, Result, Revision, StoreError};
+use strata_store::{Event, KeyValue, Result, Revision, StoreError};
 use tokio::sync::oneshot;
 
 use crate::encoding::{
@@ -126,6 +126,7 @@ fn commit(shared: &Shared, current: &mut u64, requests: Vec<Request>) {
         batch: WriteBatch::default(),
         pending: HashMap::new(),
         next: *current,
+        events: Vec::new(),
     };
     let mut answers = Vec::with_capacity(requests.len());
     match shared.cf(CF_HISTORY) {
@@ -159,6 +160,8 @@ fn commit(shared: &Shared, current: &mut u64, requests: Vec<Request>) {
                     .fetch_add(staged.next - *current, Ordering::Relaxed);
                 shared.batches.fetch_add(1, Ordering::Relaxed);
                 *current = staged.next;
+                // Kept before publishing: a feed read of the new revision finds its events.
+                shared.keep_recent(staged.events);
                 // Publish before answering: a read that starts after an answer must see it.
                 shared.current.store(*current, Ordering::SeqCst);
                 shared.notify.send_replace(Revision(*current));
@@ -185,6 +188,8 @@ struct Staged {
     pending: HashMap<String, Option<KeyValue>>,
     /// The last revision handed out.
     next: u64,
+    /// The events of the staged writes, in revision order.
+    events: Vec<Event>,
 }
 
 impl Staged {
@@ -212,16 +217,18 @@ impl Staged {
                     return Err(StoreError::NotFound(key));
                 };
                 check_expected(&key, expected, prev.mod_revision)?;
-                let mut written = Vec::with_capacity(values.len());
+                let create_revision = prev.create_revision;
+                let mut written: Vec<KeyValue> = Vec::with_capacity(values.len());
                 for value in values {
                     self.next += 1;
                     let kv = KeyValue {
                         key: key.clone(),
                         value,
-                        create_revision: prev.create_revision,
+                        create_revision,
                         mod_revision: Revision(self.next),
                     };
-                    written.push(self.put(history, changes, kv, self.next).0);
+                    let before = written.last().cloned().unwrap_or_else(|| prev.clone());
+                    written.push(self.put(history, changes, kv, Some(before), self.next).0);
                 }
                 return Ok(Answer::Chain(written));
             }
@@ -235,7 +242,7 @@ impl Staged {
                     create_revision: Revision(rev),
                     mod_revision: Revision(rev),
                 };
-                self.put(history, changes, kv, rev)
+                self.put(history, changes, kv, None, rev)
             }
             Op::Update {
                 key,
@@ -252,7 +259,7 @@ impl Staged {
                     create_revision: prev.create_revision,
                     mod_revision: Revision(rev),
                 };
-                self.put(history, changes, kv, rev)
+                self.put(history, changes, kv, Some(prev), rev)
             }
             Op::Delete { key, expected } => {
                 let Some(prev) = self.latest(it, &key)? else {
@@ -267,6 +274,10 @@ impl Staged {
                 self.batch
                     .put_cf(changes, rev.to_be_bytes(), encode_change(true, k));
                 self.pending.insert(key, None);
+                self.events.push(Event::Delete {
+                    prev: prev.clone(),
+                    revision: Revision(rev),
+                });
                 (prev, Revision(rev))
             }
         };
@@ -279,6 +290,7 @@ impl Staged {
         history: &rocksdb::ColumnFamily,
         changes: &rocksdb::ColumnFamily,
         kv: KeyValue,
+        prev: Option<KeyValue>,
         rev: u64,
     ) -> Outcome {
         let k = kv.key.as_bytes();
@@ -290,6 +302,10 @@ impl Staged {
         self.batch
             .put_cf(changes, rev.to_be_bytes(), encode_change(false, k));
         self.pending.insert(kv.key.clone(), Some(kv.clone()));
+        self.events.push(Event::Put {
+            kv: kv.clone(),
+            prev,
+        });
         (kv, Revision(rev))
     }
 }
