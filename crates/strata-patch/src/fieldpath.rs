@@ -900,6 +900,191 @@ impl FieldSet {
     }
 }
 
+/// What a create's manager takes when nobody else owns anything: [`added_by_create`] without
+/// the [`system_fields`], written straight in the `FieldsV1` form
+/// (`added_by_create(..).difference(system_fields()).to_fields_v1()`) in one walk of `new`,
+/// without building the set in between. `None` where [`added_by_create`] gives `None`.
+pub(crate) fn created_fields_v1(new: &Value, schema: Node) -> Option<Map<String, Value>> {
+    let Track::Fields(root) = Track::of(Some(schema)) else {
+        return None;
+    };
+    let Some(map) = new.as_object() else {
+        return Some(Map::new());
+    };
+    let reset = schema.property("status").is_some().then_some("status");
+    let mut out = Level::with_capacity(map.len());
+    for (key, child) in map {
+        if Some(key.as_str()) == reset {
+            continue;
+        }
+        let node = root.child(key);
+        let skeleton = matches!(key.as_str(), "metadata" | "spec" | "status")
+            && schema
+                .property(key)
+                .is_some_and(|p| p.shape() == Shape::Struct);
+        let is_meta = key == "metadata";
+        // `apiVersion`, `kind` and `metadata` are system fields: never members themselves.
+        let system = matches!(key.as_str(), "apiVersion" | "kind") || is_meta;
+        let skip = is_meta.then_some("managedFields");
+        // Whether the field itself is set, and what it sets below.
+        let (member, below) = match child {
+            Value::Object(m) if skeleton => (false, fields_v1_of_map(m, node, skip, is_meta)),
+            _ if tidies_away(child, node) => continue,
+            Value::Object(m) if skip.is_some() && matches!(Track::of(node), Track::Fields(_)) => {
+                (true, fields_v1_of_map(m, node, skip, is_meta))
+            }
+            _ => (true, fields_v1_below(child, node)),
+        };
+        out.push(FieldKey::Name(key), member && !system, below);
+    }
+    Some(out.finish())
+}
+
+/// The names of `metadata` that are system fields (see [`system_fields`]).
+fn is_system_metadata(name: &str) -> bool {
+    matches!(
+        name,
+        "name"
+            | "namespace"
+            | "creationTimestamp"
+            | "selfLink"
+            | "uid"
+            | "clusterName"
+            | "generation"
+            | "managedFields"
+            | "resourceVersion"
+    )
+}
+
+/// The key of one entry of a `FieldsV1` level being written: a field's name, or a list
+/// element (compared as [`PathElement`]s are).
+enum FieldKey<'a> {
+    Name(&'a str),
+    Element(PathElement),
+}
+
+impl FieldKey<'_> {
+    fn cmp_key(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (FieldKey::Name(a), FieldKey::Name(b)) => a.cmp(b),
+            (FieldKey::Name(_), FieldKey::Element(_)) => Ordering::Less,
+            (FieldKey::Element(_), FieldKey::Name(_)) => Ordering::Greater,
+            (FieldKey::Element(a), FieldKey::Element(b)) => a.cmp(b),
+        }
+    }
+
+    fn to_fields_v1_key(&self) -> String {
+        match self {
+            FieldKey::Name(name) => {
+                let mut out = String::with_capacity(2 + name.len());
+                out.push_str("f:");
+                out.push_str(name);
+                out
+            }
+            FieldKey::Element(pe) => pe.to_fields_v1_key(),
+        }
+    }
+}
+
+/// One level of `FieldsV1` being written: its entries in the order found, sorted at the end;
+/// of repeated list items only the first counts, as in [`added_by_create`].
+struct Level<'a> {
+    entries: Vec<(FieldKey<'a>, bool, Map<String, Value>)>,
+}
+
+impl<'a> Level<'a> {
+    fn with_capacity(n: usize) -> Self {
+        Level {
+            entries: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds an entry: `member` when the path itself is owned, `below` what is owned under it.
+    /// An entry that is neither is left out.
+    fn push(&mut self, key: FieldKey<'a>, member: bool, below: Map<String, Value>) {
+        if member || !below.is_empty() {
+            self.entries.push((key, member, below));
+        }
+    }
+
+    fn finish(mut self) -> Map<String, Value> {
+        self.entries.sort_by(|a, b| a.0.cmp_key(&b.0));
+        // The sort is stable: of equal keys (repeated list items), the first found stays.
+        self.entries
+            .dedup_by(|later, first| later.0.cmp_key(&first.0) == Ordering::Equal);
+        let mut out = Map::with_capacity(self.entries.len());
+        for (key, member, below) in self.entries {
+            let value = if member && !below.is_empty() {
+                let mut with_self = Map::with_capacity(below.len() + 1);
+                with_self.insert(".".into(), Value::Object(Map::new()));
+                with_self.extend(below);
+                with_self
+            } else {
+                below
+            };
+            out.insert(key.to_fields_v1_key(), Value::Object(value));
+        }
+        out
+    }
+}
+
+/// [`added_fields`] written as `FieldsV1`; under `metadata` (`system`) the system fields are
+/// not members.
+fn fields_v1_of_map(
+    map: &Map<String, Value>,
+    node: Option<Node>,
+    skip: Option<&str>,
+    system: bool,
+) -> Map<String, Value> {
+    let mut level = Level::with_capacity(map.len());
+    for (key, child) in map {
+        let child_node = node.and_then(|n| n.child(key));
+        if Some(key.as_str()) == skip || tidies_away(child, child_node) {
+            continue;
+        }
+        let member = !(system && is_system_metadata(key));
+        level.push(
+            FieldKey::Name(key),
+            member,
+            fields_v1_below(child, child_node),
+        );
+    }
+    level.finish()
+}
+
+/// What [`FieldSet::add_value`] puts below its member, written as `FieldsV1`.
+fn fields_v1_below(value: &Value, node: Option<Node>) -> Map<String, Value> {
+    let track = Track::of(node);
+    if !track.fits(value) {
+        return Map::new();
+    }
+    match (&track, value) {
+        (Track::Fields(n), Value::Object(m)) => fields_v1_of_map(m, Some(*n), None, false),
+        (Track::Set, Value::Array(items)) => {
+            let item_node = node.and_then(|n| n.items());
+            let mut level = Level::with_capacity(items.len());
+            for item in items {
+                let tidied = tidy(item, item_node).unwrap_or(Value::Null);
+                let pe = PathElement::Value(PathValue(tidied));
+                level.push(FieldKey::Element(pe), true, Map::new());
+            }
+            level.finish()
+        }
+        (Track::Keyed(keys, item_node), Value::Array(items)) => {
+            let mut level = Level::with_capacity(items.len());
+            for item in items {
+                let Some(key) = tidied_key(item, keys, *item_node) else {
+                    continue;
+                };
+                let below = fields_v1_below(item, *item_node);
+                level.push(FieldKey::Element(key), true, below);
+            }
+            level.finish()
+        }
+        _ => Map::new(),
+    }
+}
+
 /// The fields of an object tracked field by field, leaving out those [`tidy`] drops and the
 /// one named `skip`.
 fn added_fields(map: &Map<String, Value>, node: Option<Node>, skip: Option<&str>) -> FieldSet {
@@ -1306,6 +1491,19 @@ mod tests {
             json!({"spec": {"ports": "wrong", "tags": {"a": 1}, "env": [1], "nested": 3},
                    "extra": {"a": {"b": null}}, "other": null, "list": []}),
             json!({"spec": null, "metadata": {"name": "n"}, "top": {}}),
+            // Repeated list items (the first counts), odd shapes of system fields, numbers
+            // equal in value.
+            json!({"apiVersion": {"a": 1}, "kind": ["x"],
+                   "metadata": {"name": {"a": "b"}, "uid": "u", "generation": 3,
+                                "namespace": null, "finalizers": ["b", "a", "b"],
+                                "resourceVersion": "9", "selfLink": "", "other": 1},
+                   "spec": {"ports": [{"port": 2, "protocol": "TCP", "name": "first"},
+                                      {"port": 2.0, "protocol": "TCP", "extra": {"k": "v"}},
+                                      {"port": 1, "protocol": "UDP"}],
+                            "tags": ["b", "a", "b"], "free": {"z": [], "a": {"b": 1}}}}),
+            json!({"metadata": "wrong", "spec": {"ports": [{"port": 10}, {"name": "x"}]}}),
+            json!({"metadata": {"managedFields": null, "labels": {"a": null}},
+                   "status": {"ready": false}, "spec": {}}),
         ];
         let empty = json!({});
         for obj in &objects {
@@ -1317,6 +1515,11 @@ mod tests {
                 serde_json::to_string(&found.to_fields_v1()).unwrap(),
                 serde_json::to_string(&expected.to_fields_v1()).unwrap(),
                 "{obj}"
+            );
+            assert_eq!(
+                serde_json::to_string(&created_fields_v1(obj, schema).unwrap()).unwrap(),
+                serde_json::to_string(&found.difference(system_fields()).to_fields_v1()).unwrap(),
+                "written straight: {obj}"
             );
             assert!(c.removed.is_empty(), "{obj}");
         }
@@ -1337,10 +1540,12 @@ mod tests {
             let schema = rt.schema().unwrap();
             let reset = reset_fields(schema, None);
             let c = compare(&empty, &obj, schema).excluding(&reset);
+            let found = added_by_create(&obj, schema).unwrap();
+            assert_eq!(found, c.modified.union(&c.added), "{obj}");
             assert_eq!(
-                added_by_create(&obj, schema).unwrap(),
-                c.modified.union(&c.added),
-                "{obj}"
+                serde_json::to_string(&created_fields_v1(&obj, schema).unwrap()).unwrap(),
+                serde_json::to_string(&found.difference(system_fields()).to_fields_v1()).unwrap(),
+                "written straight: {obj}"
             );
         }
     }

@@ -134,6 +134,12 @@ impl ManagedFieldsEntry {
     /// The JSON form, fields in Kubernetes' order: `manager`, `operation`, `apiVersion`,
     /// `time`, `fieldsType`, `fieldsV1`, `subresource` (empty ones left out).
     pub fn to_value(&self) -> Value {
+        self.to_value_with(self.fields.to_fields_v1())
+    }
+
+    /// [`ManagedFieldsEntry::to_value`] with `fields_v1` written in place of the entry's own
+    /// fields.
+    fn to_value_with(&self, fields_v1: Value) -> Value {
         let mut m = Map::with_capacity(7);
         if !self.manager.is_empty() {
             m.insert("manager".into(), self.manager.clone().into());
@@ -146,7 +152,7 @@ impl ManagedFieldsEntry {
             m.insert("time".into(), t.clone().into());
         }
         m.insert("fieldsType".into(), self.fields_type.clone().into());
-        m.insert("fieldsV1".into(), self.fields.to_fields_v1());
+        m.insert("fieldsV1".into(), fields_v1);
         if let Some(s) = &self.subresource {
             m.insert("subresource".into(), s.clone().into());
         }
@@ -310,21 +316,15 @@ impl ManagedFields {
     /// Stores the list in `obj`'s `metadata.managedFields`, or removes the member when no entry
     /// owns anything (Kubernetes then omits it).
     pub fn write_to(&self, obj: &mut Value) {
-        let Value::Object(root) = obj else {
-            return;
+        let entries = if self.is_empty() {
+            Vec::new()
+        } else {
+            self.sorted_entries()
+                .into_iter()
+                .map(ManagedFieldsEntry::to_value)
+                .collect()
         };
-        if self.is_empty() {
-            if let Some(Value::Object(meta)) = root.get_mut("metadata") {
-                meta.shift_remove("managedFields");
-            }
-            return;
-        }
-        let meta = root
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.insert("managedFields".into(), self.to_value());
-        }
+        write_entries(obj, entries);
     }
 
     /// Merges the oldest Update entries into [`ANCIENT_CHANGES`] entries (one per API version)
@@ -394,6 +394,26 @@ fn is_reset(sent: Option<&Value>) -> bool {
             _ => false,
         },
         _ => false,
+    }
+}
+
+/// Stores `entries` (already in order) as `obj`'s `metadata.managedFields`, or removes the
+/// member when there are none (Kubernetes then omits it).
+fn write_entries(obj: &mut Value, entries: Vec<Value>) {
+    let Value::Object(root) = obj else {
+        return;
+    };
+    if entries.is_empty() {
+        if let Some(Value::Object(meta)) = root.get_mut("metadata") {
+            meta.shift_remove("managedFields");
+        }
+        return;
+    }
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert("managedFields".into(), Value::Array(entries));
     }
 }
 
@@ -472,6 +492,20 @@ pub fn record_update(
         }
     };
 
+    // A create with no other manager recorded: the manager takes everything the object sets,
+    // written straight as FieldsV1.
+    if old.is_none() && subresource.is_none() && managed.entries.is_empty() {
+        if let Some(fields) = fieldpath::created_fields_v1(new, schema) {
+            let entry = (!fields.is_empty()).then(|| {
+                let mut entry =
+                    ManagedFieldsEntry::new(manager, Operation::Update, api_version, None);
+                entry.time = Some(now.to_string());
+                entry.to_value_with(Value::Object(fields))
+            });
+            write_entries(new, entry.into_iter().collect());
+            return;
+        }
+    }
     // A create changes nothing that was there: what it sets is all added, found in one walk.
     let created = match (old, subresource) {
         (None, None) => fieldpath::added_by_create(new, schema),
