@@ -1263,7 +1263,8 @@ fn evaluate_rules(
 ) -> bool {
     // Whether this node is unchanged by the update, computed once if a failure needs it.
     let mut unchanged: Option<bool> = None;
-    let value_type = go::quote(&node.type_name);
+    // Only errors name the value's type.
+    let value_type = || go::quote(&node.type_name);
     if st.budget == 0 {
         if !st.exact {
             st.retry_exact = true;
@@ -1272,7 +1273,7 @@ fn evaluate_rules(
         st.errors.push(FieldError::new(
             FieldErrorKind::Invalid,
             path.render(),
-            Some(value_type),
+            Some(value_type()),
             OUT_OF_BUDGET,
         ));
         return false;
@@ -1321,7 +1322,7 @@ fn evaluate_rules(
                 st.errors.push(FieldError::new(
                     FieldErrorKind::Invalid,
                     path.render(),
-                    Some(value_type.clone()),
+                    Some(value_type()),
                     format!("rule compile error: {e}"),
                 ));
                 continue;
@@ -1335,7 +1336,7 @@ fn evaluate_rules(
             st.errors.push(FieldError::new(
                 FieldErrorKind::Invalid,
                 path.render(),
-                Some(value_type.clone()),
+                Some(value_type()),
                 format!(
                     "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
                     rule.error_string()
@@ -1351,7 +1352,7 @@ fn evaluate_rules(
             st.errors.push(FieldError::new(
                 FieldErrorKind::Invalid,
                 path.render(),
-                Some(value_type.clone()),
+                Some(value_type()),
                 OUT_OF_BUDGET,
             ));
             return false;
@@ -1391,7 +1392,7 @@ fn evaluate_rules(
                 st.errors.push(FieldError::new(
                     FieldErrorKind::Invalid,
                     path.render(),
-                    Some(value_type.clone()),
+                    Some(value_type()),
                     detail,
                 ));
                 continue;
@@ -1421,7 +1422,7 @@ fn evaluate_rules(
                     FieldError::new(
                         FieldErrorKind::Invalid,
                         at.render(),
-                        Some(value_type.clone()),
+                        Some(value_type()),
                         format!(
                             "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
                             go::quote(source)
@@ -1440,7 +1441,7 @@ fn evaluate_rules(
                     FieldError::new(
                         FieldErrorKind::Invalid,
                         at.render(),
-                        Some(value_type.clone()),
+                        Some(value_type()),
                         "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
                     ),
                 );
@@ -1467,13 +1468,13 @@ fn evaluate_rules(
             Some(FieldErrorKind::Duplicate) => FieldError::new(
                 FieldErrorKind::Duplicate,
                 at.render(),
-                Some(value_type.clone()),
+                Some(value_type()),
                 "",
             ),
             _ => FieldError::new(
                 FieldErrorKind::Invalid,
                 at.render(),
-                Some(value_type.clone()),
+                Some(value_type()),
                 detail,
             ),
         };
