@@ -928,16 +928,19 @@ pub(crate) fn created_fields_v1(new: &Value, schema: Node) -> Option<Map<String,
         let skip = is_meta.then_some("managedFields");
         // Whether the field itself is set, and what it sets below.
         let (member, below) = match child {
-            Value::Object(m) if skeleton => (false, fields_v1_of_map(m, node, skip, is_meta)),
+            Value::Object(m) if skeleton => {
+                (false, fields_v1_of_map(m, node, skip, is_meta, false))
+            }
             _ if tidies_away(child, node) => continue,
             Value::Object(m) if skip.is_some() && matches!(Track::of(node), Track::Fields(_)) => {
-                (true, fields_v1_of_map(m, node, skip, is_meta))
+                let member = !system;
+                (member, fields_v1_of_map(m, node, skip, is_meta, member))
             }
-            _ => (true, fields_v1_below(child, node)),
+            _ => (!system, fields_v1_below(child, node, !system)),
         };
-        out.push(FieldKey::Name(key), member && !system, below);
+        out.push(FieldKey::Name(key), member, below);
     }
-    Some(out.finish())
+    Some(out.finish(false))
 }
 
 /// The names of `metadata` that are system fields (see [`system_fields`]).
@@ -989,7 +992,7 @@ impl FieldKey<'_> {
 /// One level of `FieldsV1` being written: its entries in the order found, sorted at the end;
 /// of repeated list items only the first counts, as in [`added_by_create`].
 struct Level<'a> {
-    entries: Vec<(FieldKey<'a>, bool, Map<String, Value>)>,
+    entries: Vec<(FieldKey<'a>, Map<String, Value>)>,
 }
 
 impl<'a> Level<'a> {
@@ -999,42 +1002,42 @@ impl<'a> Level<'a> {
         }
     }
 
-    /// Adds an entry: `member` when the path itself is owned, `below` what is owned under it.
-    /// An entry that is neither is left out.
+    /// Adds an entry: `member` when the path itself is owned, `below` its `FieldsV1` value
+    /// (with `"."` when it is a member with fields below). An entry that is neither is left
+    /// out.
     fn push(&mut self, key: FieldKey<'a>, member: bool, below: Map<String, Value>) {
         if member || !below.is_empty() {
-            self.entries.push((key, member, below));
+            self.entries.push((key, below));
         }
     }
 
-    fn finish(mut self) -> Map<String, Value> {
+    /// The level's `FieldsV1` object, starting with `"."` when `with_self` (the level belongs to
+    /// a member) and it holds anything.
+    fn finish(mut self, with_self: bool) -> Map<String, Value> {
         self.entries.sort_by(|a, b| a.0.cmp_key(&b.0));
         // The sort is stable: of equal keys (repeated list items), the first found stays.
         self.entries
             .dedup_by(|later, first| later.0.cmp_key(&first.0) == Ordering::Equal);
-        let mut out = Map::with_capacity(self.entries.len());
-        for (key, member, below) in self.entries {
-            let value = if member && !below.is_empty() {
-                let mut with_self = Map::with_capacity(below.len() + 1);
-                with_self.insert(".".into(), Value::Object(Map::new()));
-                with_self.extend(below);
-                with_self
-            } else {
-                below
-            };
-            out.insert(key.to_fields_v1_key(), Value::Object(value));
+        let with_self = with_self && !self.entries.is_empty();
+        let mut out = Map::with_capacity(self.entries.len() + usize::from(with_self));
+        if with_self {
+            out.insert(".".into(), Value::Object(Map::new()));
+        }
+        for (key, below) in self.entries {
+            out.insert(key.to_fields_v1_key(), Value::Object(below));
         }
         out
     }
 }
 
-/// [`added_fields`] written as `FieldsV1`; under `metadata` (`system`) the system fields are
-/// not members.
+/// [`added_fields`] written as `FieldsV1` (with `"."` first when `with_self`, see
+/// [`Level::finish`]); under `metadata` (`system`) the system fields are not members.
 fn fields_v1_of_map(
     map: &Map<String, Value>,
     node: Option<Node>,
     skip: Option<&str>,
     system: bool,
+    with_self: bool,
 ) -> Map<String, Value> {
     let mut level = Level::with_capacity(map.len());
     for (key, child) in map {
@@ -1046,20 +1049,23 @@ fn fields_v1_of_map(
         level.push(
             FieldKey::Name(key),
             member,
-            fields_v1_below(child, child_node),
+            fields_v1_below(child, child_node, member),
         );
     }
-    level.finish()
+    level.finish(with_self)
 }
 
-/// What [`FieldSet::add_value`] puts below its member, written as `FieldsV1`.
-fn fields_v1_below(value: &Value, node: Option<Node>) -> Map<String, Value> {
+/// What [`FieldSet::add_value`] puts below its member, written as `FieldsV1` (with `"."`
+/// first when `with_self` and there is anything below).
+fn fields_v1_below(value: &Value, node: Option<Node>, with_self: bool) -> Map<String, Value> {
     let track = Track::of(node);
     if !track.fits(value) {
         return Map::new();
     }
     match (&track, value) {
-        (Track::Fields(n), Value::Object(m)) => fields_v1_of_map(m, Some(*n), None, false),
+        (Track::Fields(n), Value::Object(m)) => {
+            fields_v1_of_map(m, Some(*n), None, false, with_self)
+        }
         (Track::Set, Value::Array(items)) => {
             let item_node = node.and_then(|n| n.items());
             let mut level = Level::with_capacity(items.len());
@@ -1068,7 +1074,7 @@ fn fields_v1_below(value: &Value, node: Option<Node>) -> Map<String, Value> {
                 let pe = PathElement::Value(PathValue(tidied));
                 level.push(FieldKey::Element(pe), true, Map::new());
             }
-            level.finish()
+            level.finish(with_self)
         }
         (Track::Keyed(keys, item_node), Value::Array(items)) => {
             let mut level = Level::with_capacity(items.len());
@@ -1076,10 +1082,10 @@ fn fields_v1_below(value: &Value, node: Option<Node>) -> Map<String, Value> {
                 let Some(key) = tidied_key(item, keys, *item_node) else {
                     continue;
                 };
-                let below = fields_v1_below(item, *item_node);
+                let below = fields_v1_below(item, *item_node, true);
                 level.push(FieldKey::Element(key), true, below);
             }
-            level.finish()
+            level.finish(with_self)
         }
         _ => Map::new(),
     }
