@@ -106,12 +106,7 @@ impl PathElement {
     /// The element as a `FieldsV1` key (`f:name`, `k:{...}`, `v:...`, `i:n`).
     pub fn to_fields_v1_key(&self) -> String {
         match self {
-            PathElement::Field(name) => {
-                let mut out = String::with_capacity(2 + name.len());
-                out.push_str("f:");
-                out.push_str(name);
-                out
-            }
+            PathElement::Field(name) => field_key(name),
             PathElement::Key(fields) => {
                 let mut out = String::from("k:{");
                 for (i, (name, value)) in fields.iter().enumerate() {
@@ -164,6 +159,14 @@ impl PathElement {
             _ => Ok(None),
         }
     }
+}
+
+/// The `FieldsV1` key of a field: `f:<name>`.
+fn field_key(name: &str) -> String {
+    let mut out = String::with_capacity(2 + name.len());
+    out.push_str("f:");
+    out.push_str(name);
+    out
 }
 
 impl fmt::Display for PathElement {
@@ -820,12 +823,46 @@ pub(crate) fn compare(old: &Value, new: &Value, schema: Node) -> Comparison {
 /// the root of the schema does not track its fields one by one (a free-form root), for which
 /// only the general comparison applies.
 pub(crate) fn added_by_create(new: &Value, schema: Node) -> Option<FieldSet> {
-    let Track::Fields(root) = Track::of(Some(schema)) else {
-        return None;
-    };
     let mut out = FieldSet::new();
+    let tracked = each_root_field(new, schema, |key, node, field| {
+        let pe = PathElement::Field(key.to_string());
+        match field {
+            RootField::Skeleton(m) => out.add_below(pe, added_fields(m, node, skip_of(key))),
+            RootField::Metadata(m) => {
+                out.add_below(pe.clone(), added_fields(m, node, skip_of(key)));
+                out.members.insert(pe);
+            }
+            RootField::Value(v) => out.add_value(pe, v, node),
+        }
+    });
+    tracked.then_some(out)
+}
+
+/// How a create counts one top-level field of the object.
+enum RootField<'v> {
+    /// A `metadata`, `spec` or `status` struct of the schema: always present in the typed view
+    /// (see [`typed_view`]), so never added itself, only what it holds.
+    Skeleton(&'v Map<String, Value>),
+    /// A `metadata` object tracked field by field though not a struct of the schema: added
+    /// itself, with what it holds but its `managedFields`.
+    Metadata(&'v Map<String, Value>),
+    /// Any other value [`tidy`] keeps: added itself, with what it holds.
+    Value(&'v Value),
+}
+
+/// Calls `f` with each top-level field of `new` a create adds, as [`tidy`] sees them, leaving
+/// out `status` when the type declares one (the main resource resets it). `false` when the
+/// root of the schema does not track its fields one by one (a free-form root).
+fn each_root_field<'v, 'a>(
+    new: &'v Value,
+    schema: Node<'a>,
+    mut f: impl FnMut(&'v str, Option<Node<'a>>, RootField<'v>),
+) -> bool {
+    let Track::Fields(root) = Track::of(Some(schema)) else {
+        return false;
+    };
     let Some(map) = new.as_object() else {
-        return Some(out);
+        return true;
     };
     let reset = schema.property("status").is_some().then_some("status");
     for (key, child) in map {
@@ -833,25 +870,28 @@ pub(crate) fn added_by_create(new: &Value, schema: Node) -> Option<FieldSet> {
             continue;
         }
         let node = root.child(key);
-        // `metadata`, `spec` and `status` structs are always present in the typed view (see
-        // [`typed_view`]), so the struct itself is never added, only what it holds.
         let skeleton = matches!(key.as_str(), "metadata" | "spec" | "status")
             && schema
                 .property(key)
                 .is_some_and(|p| p.shape() == Shape::Struct);
-        let skip = (key == "metadata").then_some("managedFields");
-        let pe = PathElement::Field(key.clone());
-        match child {
-            Value::Object(m) if skeleton => out.add_below(pe, added_fields(m, node, skip)),
-            _ if tidies_away(child, node) => {}
-            Value::Object(m) if skip.is_some() && matches!(Track::of(node), Track::Fields(_)) => {
-                out.add_below(pe.clone(), added_fields(m, node, skip));
-                out.members.insert(pe);
+        let field = match child {
+            Value::Object(m) if skeleton => RootField::Skeleton(m),
+            _ if tidies_away(child, node) => continue,
+            Value::Object(m)
+                if key == "metadata" && matches!(Track::of(node), Track::Fields(_)) =>
+            {
+                RootField::Metadata(m)
             }
-            _ => out.add_value(pe, child, node),
-        }
+            _ => RootField::Value(child),
+        };
+        f(key, node, field);
     }
-    Some(out)
+    true
+}
+
+/// The field of a top-level object a create never records: `metadata.managedFields`.
+fn skip_of(key: &str) -> Option<&'static str> {
+    (key == "metadata").then_some("managedFields")
 }
 
 impl FieldSet {
@@ -905,42 +945,25 @@ impl FieldSet {
 /// (`added_by_create(..).difference(system_fields()).to_fields_v1()`) in one walk of `new`,
 /// without building the set in between. `None` where [`added_by_create`] gives `None`.
 pub(crate) fn created_fields_v1(new: &Value, schema: Node) -> Option<Map<String, Value>> {
-    let Track::Fields(root) = Track::of(Some(schema)) else {
-        return None;
-    };
-    let Some(map) = new.as_object() else {
-        return Some(Map::new());
-    };
-    let reset = schema.property("status").is_some().then_some("status");
-    let mut out = Level::with_capacity(map.len());
-    for (key, child) in map {
-        if Some(key.as_str()) == reset {
-            continue;
-        }
-        let node = root.child(key);
-        let skeleton = matches!(key.as_str(), "metadata" | "spec" | "status")
-            && schema
-                .property(key)
-                .is_some_and(|p| p.shape() == Shape::Struct);
+    let mut out = Level::with_capacity(new.as_object().map_or(0, Map::len));
+    let tracked = each_root_field(new, schema, |key, node, field| {
         let is_meta = key == "metadata";
         // `apiVersion`, `kind` and `metadata` are system fields: never members themselves.
-        let system = matches!(key.as_str(), "apiVersion" | "kind") || is_meta;
-        let skip = is_meta.then_some("managedFields");
-        // Whether the field itself is set, and what it sets below.
-        let (member, below) = match child {
-            Value::Object(m) if skeleton => {
-                (false, fields_v1_of_map(m, node, skip, is_meta, false))
-            }
-            _ if tidies_away(child, node) => continue,
-            Value::Object(m) if skip.is_some() && matches!(Track::of(node), Track::Fields(_)) => {
-                let member = !system;
-                (member, fields_v1_of_map(m, node, skip, is_meta, member))
-            }
-            _ => (!system, fields_v1_below(child, node, !system)),
+        let member = !(matches!(key, "apiVersion" | "kind") || is_meta);
+        let (member, below) = match field {
+            RootField::Skeleton(m) => (
+                false,
+                fields_v1_of_map(m, node, skip_of(key), is_meta, false),
+            ),
+            RootField::Metadata(m) => (
+                member,
+                fields_v1_of_map(m, node, skip_of(key), is_meta, member),
+            ),
+            RootField::Value(v) => (member, fields_v1_below(v, node, member)),
         };
         out.push(FieldKey::Name(key), member, below);
-    }
-    Some(out.finish(false))
+    });
+    tracked.then(|| out.finish(false))
 }
 
 /// The names of `metadata` that are system fields (see [`system_fields`]).
@@ -978,12 +1001,7 @@ impl FieldKey<'_> {
 
     fn to_fields_v1_key(&self) -> String {
         match self {
-            FieldKey::Name(name) => {
-                let mut out = String::with_capacity(2 + name.len());
-                out.push_str("f:");
-                out.push_str(name);
-                out
-            }
+            FieldKey::Name(name) => field_key(name),
             FieldKey::Element(pe) => pe.to_fields_v1_key(),
         }
     }
