@@ -209,22 +209,15 @@ impl Shared {
         // before it publishes their revision, so every event up to `current` is kept or dropped.
         let current = self.current.load(Ordering::SeqCst);
         let compacted = self.compacted.load(Ordering::SeqCst);
-        if after.get() < compacted {
-            return Some(Err(StoreError::Compacted {
-                requested: after,
-                compacted: Revision(compacted),
-            }));
+        if let Err(e) = read::not_compacted(after, compacted) {
+            return Some(Err(e));
         }
         let events = self
             .recent
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .between(after.get(), current, limit)?;
-        let revision = match events.last() {
-            Some(last) if limit != 0 && events.len() == limit => last.revision(),
-            _ => Revision(current),
-        };
-        Some(Ok(Changes { events, revision }))
+        Some(Ok(read::changes_through(events, limit, current)))
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {

@@ -127,19 +127,10 @@ impl<'a> View<'a> {
     }
 
     pub(crate) fn changes(&self, after: Revision, limit: usize) -> Result<Changes> {
-        if after.get() < self.compacted {
-            return Err(StoreError::Compacted {
-                requested: after,
-                compacted: Revision(self.compacted),
-            });
-        }
+        not_compacted(after, self.compacted)?;
         let mut events: Vec<Event> = Vec::new();
-        let complete = Revision(self.current);
         if after.get() >= self.current {
-            return Ok(Changes {
-                events,
-                revision: complete,
-            });
+            return Ok(changes_through(events, limit, self.current));
         }
         let mut feed = self.iter(CF_CHANGES)?;
         let mut hist = self.iter(CF_HISTORY)?;
@@ -155,12 +146,7 @@ impl<'a> View<'a> {
             feed.next();
         }
         feed.status().map_err(db_err)?;
-        // Cut short by the limit: complete only through the last event returned.
-        let revision = match events.last() {
-            Some(last) if limit != 0 && events.len() == limit => last.revision(),
-            _ => complete,
-        };
-        Ok(Changes { events, revision })
+        Ok(changes_through(events, limit, self.current))
     }
 
     /// The event for the change of `key` at `rev`: the version written then and the one before.
@@ -267,4 +253,25 @@ pub(crate) fn current_key<'i>(it: &'i Iter<'_>) -> Result<&'i [u8]> {
 pub(crate) fn current_value<'i>(it: &'i Iter<'_>) -> Result<&'i [u8]> {
     it.value()
         .ok_or_else(|| StoreError::Unavailable("iterator lost its position".into()))
+}
+
+/// Refuses a change feed starting at `after` once the changes after it are compacted away.
+pub(crate) fn not_compacted(after: Revision, compacted: u64) -> Result<()> {
+    if after.get() < compacted {
+        return Err(StoreError::Compacted {
+            requested: after,
+            compacted: Revision(compacted),
+        });
+    }
+    Ok(())
+}
+
+/// The changes read up to `current` (the revision published when the read began): complete
+/// through `current`, or, when cut short by `limit`, only through the last event returned.
+pub(crate) fn changes_through(events: Vec<Event>, limit: usize, current: u64) -> Changes {
+    let revision = match events.last() {
+        Some(last) if limit != 0 && events.len() == limit => last.revision(),
+        _ => Revision(current),
+    };
+    Changes { events, revision }
 }
