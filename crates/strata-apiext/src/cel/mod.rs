@@ -20,6 +20,7 @@
 //! [`url`], [`net`].
 
 mod check;
+mod fast;
 mod library;
 mod net;
 mod quantity;
@@ -620,6 +621,8 @@ struct Compiled {
     expr: IdedExpr,
     /// The estimated cost of one evaluation, from the schema's sizes.
     estimate: u64,
+    /// The expression for the direct evaluator, when it is within its subset.
+    fast: Option<fast::Fast>,
 }
 
 impl Compiled {
@@ -628,7 +631,12 @@ impl Compiled {
         for (id, shape) in shaped {
             redirect_equality(&mut expr, *id, library::register_shape(shape.clone()));
         }
-        Compiled { expr, estimate }
+        let fast = fast::Fast::compile(&expr);
+        Compiled {
+            expr,
+            estimate,
+            fast,
+        }
     }
 
     fn execute(&self, ctx: &Context) -> Result<Value, ExecutionError> {
@@ -1279,23 +1287,8 @@ fn evaluate_rules(
         return false;
     }
     let shape = &*node.shape;
-    let convert = |v, fields: &Option<Vec<String>>| match fields {
-        Some(fields) => schema::to_val_selected(v, shape, fields),
-        None => schema::to_val(v, shape),
-    };
-    let mut ctx = Context::with_env(st.env.clone());
-    ctx.add_variable_as_val("self", convert(v, &node.self_fields));
-    if let Some(o) = old {
-        if node
-            .rules
-            .iter()
-            .any(|r| r.uses_old_self && !r.optional_old_self)
-        {
-            ctx.add_variable_as_val("oldSelf", convert(o, &node.old_self_fields));
-        }
-    }
-    // The activation of rules with `optionalOldSelf: true`, made when one needs it.
-    let mut optional_ctx: Option<Context> = None;
+    // The interpreter's activations, made when a rule needs one.
+    let mut activations = Activations::default();
     // The types of self, oldSelf and optional oldSelf, made when a bound needs them.
     let mut types: Option<(Ty, Option<Ty>, Ty)> = None;
     let exact = st.exact;
@@ -1358,21 +1351,11 @@ fn evaluate_rules(
             return false;
         }
         st.budget -= bound;
-        let activation = if rule.optional_old_self {
-            optional_ctx.get_or_insert_with(|| {
-                let mut c = Context::with_env(st.env.clone());
-                c.add_variable_as_val("self", schema::to_val(v, shape));
-                let opt = match old {
-                    Some(o) => CelOptional::of(schema::to_val(o, shape)),
-                    None => CelOptional::none(),
-                };
-                c.add_variable_as_val("oldSelf", Box::new(opt));
-                c
-            })
-        } else {
-            &ctx
+        let outcome = match program.fast.as_ref().and_then(|f| f.eval(v, shape)) {
+            Some(holds) => Ok(Value::Bool(holds)),
+            None => program.execute(activations.get(rule, node, v, old, &st.env)),
         };
-        match program.execute(activation) {
+        match outcome {
             Ok(Value::Bool(true)) => continue,
             Ok(_) => {}
             Err(e) => {
@@ -1448,6 +1431,7 @@ fn evaluate_rules(
                 return false;
             }
             st.budget -= bound;
+            let activation = activations.get(rule, node, v, old, &st.env);
             if let Ok(Value::String(s)) = program.execute(activation) {
                 let trimmed = s.trim();
                 if !trimmed.is_empty()
@@ -1481,6 +1465,57 @@ fn evaluate_rules(
         report(st, error);
     }
     true
+}
+
+/// The interpreter's activations for the rules of one node and value: one for rules with
+/// `optionalOldSelf: true` (where `oldSelf` is an optional), one for the others.
+#[derive(Default)]
+struct Activations<'v> {
+    plain: Option<Context<'v, 'v>>,
+    optional: Option<Context<'v, 'v>>,
+}
+
+impl<'v> Activations<'v> {
+    fn get(
+        &mut self,
+        rule: &Rule,
+        node: &'v Node,
+        v: &'v J,
+        old: Option<&'v J>,
+        env: &Arc<cel::Env>,
+    ) -> &Context<'v, 'v> {
+        let shape = &*node.shape;
+        if rule.optional_old_self {
+            return self.optional.get_or_insert_with(|| {
+                let mut c = Context::with_env(env.clone());
+                c.add_variable_as_val("self", schema::to_val(v, shape));
+                let opt = match old {
+                    Some(o) => CelOptional::of(schema::to_val(o, shape)),
+                    None => CelOptional::none(),
+                };
+                c.add_variable_as_val("oldSelf", Box::new(opt));
+                c
+            });
+        }
+        self.plain.get_or_insert_with(|| {
+            let convert = |v, fields: &Option<Vec<String>>| match fields {
+                Some(fields) => schema::to_val_selected(v, shape, fields),
+                None => schema::to_val(v, shape),
+            };
+            let mut c = Context::with_env(env.clone());
+            c.add_variable_as_val("self", convert(v, &node.self_fields));
+            if let Some(o) = old {
+                if node
+                    .rules
+                    .iter()
+                    .any(|r| r.uses_old_self && !r.optional_old_self)
+                {
+                    c.add_variable_as_val("oldSelf", convert(o, &node.old_self_fields));
+                }
+            }
+            c
+        })
+    }
 }
 
 /// A runtime error in cel-go's words.

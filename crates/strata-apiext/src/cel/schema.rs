@@ -413,6 +413,19 @@ pub(crate) struct ObjectShape {
     resource_root: bool,
 }
 
+impl ObjectShape {
+    /// The shape of the declared property whose CEL name is `name` and whose JSON name is the
+    /// same; None for other names, and at a resource root for the members converted specially
+    /// (`metadata`, `apiVersion`, `kind`).
+    pub fn declared(&self, name: &str) -> Option<&Shape> {
+        if self.resource_root && matches!(name, "metadata" | "apiVersion" | "kind") {
+            return None;
+        }
+        let (escaped, shape) = self.properties.get(name)?;
+        (escaped == name).then_some(&**shape)
+    }
+}
+
 impl Shape {
     /// The shape of `s` (a resource root when `resource_root`).
     pub fn of(s: Schema, resource_root: bool) -> Shape {
