@@ -32,12 +32,16 @@ pub fn apply_defaults_with(schema: &Schema, object: &mut Value) {
 pub fn prune_nulls(x: &mut Value, s: Option<&Schema>) {
     match x {
         Value::Object(map) => {
-            map.retain(|k, v| {
-                let fs = s.and_then(|s| s.field(k));
-                !(v.is_null() && fs.is_some_and(|fs| !fs.nullable && fs.default.is_none()))
-            });
+            if map.values().any(Value::is_null) {
+                map.retain(|k, v| {
+                    let fs = s.and_then(|s| s.field(k));
+                    !(v.is_null() && fs.is_some_and(|fs| !fs.nullable && fs.default.is_none()))
+                });
+            }
             for (k, v) in map.iter_mut() {
-                prune_nulls(v, s.and_then(|s| s.field(k)));
+                if v.is_object() || v.is_array() {
+                    prune_nulls(v, s.and_then(|s| s.field(k)));
+                }
             }
         }
         Value::Array(items) => {
@@ -62,6 +66,9 @@ fn defaultable_null<'a>(x: &Value, s: &'a Schema) -> Option<&'a Value> {
 const META_FIELDS: [&str; 3] = ["metadata", "apiVersion", "kind"];
 
 fn default(x: &mut Value, s: &Schema, root: bool) {
+    if !s.has_default {
+        return;
+    }
     match x {
         Value::Object(map) => {
             for (k, prop) in &s.properties {

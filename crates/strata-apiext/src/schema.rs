@@ -55,6 +55,8 @@ pub struct Schema {
     /// Whether this node or one below it is a `set` or `map` list, whose items are checked
     /// for uniqueness.
     pub has_unique_list: bool,
+    /// Whether this node or one below it has a `default`: defaulting skips other subtrees.
+    pub has_default: bool,
 }
 
 /// The (at most two) type names of [`Schema::types`], used as a slice.
@@ -229,6 +231,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
             .map(str::to_string),
         has_embedded_resource: false,
         has_unique_list: false,
+        has_default: false,
     };
     let below: Vec<&Schema> = schema
         .properties
@@ -241,8 +244,10 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
         schema.embedded_resource || below.iter().any(|c| c.has_embedded_resource);
     let has_unique_list = matches!(schema.list_type.as_deref(), Some("set" | "map"))
         || below.iter().any(|c| c.has_unique_list);
+    let has_default = schema.default.is_some() || below.iter().any(|c| c.has_default);
     schema.has_embedded_resource = has_embedded_resource;
     schema.has_unique_list = has_unique_list;
+    schema.has_default = has_default;
     schema
 }
 

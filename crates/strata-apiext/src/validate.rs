@@ -12,6 +12,7 @@
 //! `"null"`, and the formats Kubernetes does not support for custom resources (`int32`,
 //! `int64`, `float`, `double` among them) constrain nothing.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::OnceLock;
@@ -38,6 +39,7 @@ pub fn validate_with(schema: &Schema, object: &Value) -> Vec<FieldError> {
     let mut errs = Openapi {
         base: None,
         skip_root_metadata: true,
+        quiet: Cell::new(false),
     }
     .run(schema, object);
     errs.extend(embedded_resource_errors(schema, object));
@@ -51,6 +53,7 @@ pub fn validate_value(schema: &Schema, value: &Value, field: &str) -> Vec<FieldE
     Openapi {
         base: Some(field.to_string()),
         skip_root_metadata: false,
+        quiet: Cell::new(false),
     }
     .run(schema, value)
 }
@@ -97,6 +100,9 @@ struct Openapi {
     /// for errors about the root itself).
     base: Option<String>,
     skip_root_metadata: bool,
+    /// Only whether the value is valid matters (an `anyOf` branch being tried): type errors,
+    /// the ones such a try commonly meets, are recorded without their text.
+    quiet: Cell<bool>,
 }
 
 impl Openapi {
@@ -140,6 +146,12 @@ impl Openapi {
 
     /// kube-openapi's `InvalidType` with a string value (all of its uses here).
     fn type_error(&self, name: &str, type_name: &str, got: &str) -> OaError {
+        if self.quiet.get() {
+            return OaError {
+                message: String::new(),
+                error: FieldError::new(FieldErrorKind::TypeInvalid, String::new(), None, ""),
+            };
+        }
         let msg = format!("{name} in body must be of type {type_name}: {}", quote(got));
         self.err(FieldErrorKind::TypeInvalid, name, Some(quote(got)), msg)
     }
@@ -243,27 +255,35 @@ impl Openapi {
 
     fn check_junctors(&self, s: &Schema, data: &Value, path: &mut String, r: &mut Res) {
         if !s.any_of.is_empty() {
-            let mut best: Option<Res> = None;
+            // The branches are tried quietly: a valid one is the same either way, and only
+            // when none is valid are the errors of the closest one needed.
+            let loud = !self.quiet.replace(true);
+            let mut best: Option<(usize, Res)> = None;
             let mut success: Option<Res> = None;
-            for sub in &s.any_of {
+            for (i, sub) in s.any_of.iter().enumerate() {
                 let res = self.node(sub, data, path);
                 if res.is_valid() {
-                    best = None;
                     success = Some(res);
                     break;
                 }
-                if best.as_ref().is_none_or(|b| res.matches > b.matches) {
-                    best = Some(res);
+                if best.as_ref().is_none_or(|(_, b)| res.matches > b.matches) {
+                    best = Some((i, res));
                 }
             }
-            if success.is_none() {
-                r.add(self.composite(format!(
-                    "{} must validate at least one schema (anyOf)",
-                    quote(path)
-                )));
-            }
-            if let Some(b) = best.or(success) {
-                r.merge(b);
+            self.quiet.set(!loud);
+            match (success, best) {
+                (Some(ok), _) => r.merge(ok),
+                (None, best) => {
+                    r.add(self.composite(format!(
+                        "{} must validate at least one schema (anyOf)",
+                        quote(path)
+                    )));
+                    match best {
+                        Some((i, _)) if loud => r.merge(self.node(&s.any_of[i], data, path)),
+                        Some((_, quiet)) => r.merge(quiet),
+                        None => {}
+                    }
+                }
             }
         }
         if !s.one_of.is_empty() {
@@ -323,7 +343,10 @@ impl Openapi {
             }
         }
         if let Some(not) = &s.not {
-            if self.node(not, data, path).is_valid() {
+            let loud = !self.quiet.replace(true);
+            let valid = self.node(not, data, path).is_valid();
+            self.quiet.set(!loud);
+            if valid {
                 r.add(self.composite(format!(
                     "{} must not validate the schema (not)",
                     quote(path)
@@ -370,7 +393,8 @@ impl Openapi {
     /// `multipleOf`, `minimum`, `maximum`, in that order; integers are compared with the
     /// bounds truncated to integers, as kube-openapi does.
     fn check_number(&self, s: &Schema, n: GoNumber, path: &str, r: &mut Res) {
-        let value = n.to_go();
+        // The value as errors print it, made only for an error.
+        let value = || n.to_go();
         if let Some(factor) = s.multiple_of {
             let int_factor = factor as i64;
             match n {
@@ -385,7 +409,7 @@ impl Openapi {
                         ));
                     } else if i % int_factor != 0 {
                         let msg = format!("{path} in body should be a multiple of {int_factor}");
-                        r.add(self.invalid(path, value.clone(), msg));
+                        r.add(self.invalid(path, value(), msg));
                     }
                 }
                 _ => {
@@ -410,7 +434,7 @@ impl Openapi {
                                 "{path} in body should be a multiple of {}",
                                 float_v(factor)
                             );
-                            r.add(self.invalid(path, value.clone(), msg));
+                            r.add(self.invalid(path, value(), msg));
                         }
                     }
                 }
@@ -432,7 +456,7 @@ impl Openapi {
                     "greater than or equal to"
                 };
                 let msg = format!("{path} in body should be {op} {bound}");
-                r.add(self.invalid(path, value.clone(), msg));
+                r.add(self.invalid(path, value(), msg));
             }
         }
         if let Some(max) = s.maximum {
@@ -451,7 +475,7 @@ impl Openapi {
                     "less than or equal to"
                 };
                 let msg = format!("{path} in body should be {op} {bound}");
-                r.add(self.invalid(path, value, msg));
+                r.add(self.invalid(path, value(), msg));
             }
         }
     }
@@ -682,7 +706,12 @@ const SUPPORTED_FORMATS: &[&str] = &[
 
 /// Whether Kubernetes checks `format` in custom resources.
 pub fn supported_format(format: &str) -> bool {
-    !format.is_empty() && SUPPORTED_FORMATS.contains(&format.replace('-', "").as_str())
+    // Compared with the dashes left out, without building the normalized name.
+    let normalized = || format.bytes().filter(|b| *b != b'-');
+    !format.is_empty()
+        && SUPPORTED_FORMATS
+            .iter()
+            .any(|known| normalized().eq(known.bytes()))
 }
 
 fn static_re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {

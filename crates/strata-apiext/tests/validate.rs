@@ -353,6 +353,28 @@ fn junctors_report_at_nil_plus_the_best_failure() {
             "spec.v.a: Required value",
         ]
     );
+    // Branches failing on their type: the closest one's error is reported in full, also
+    // from an anyOf inside another's branch.
+    let props = json!({"v": {"anyOf": [{"type": "integer"}, {"type": "string"}]}});
+    assert_eq!(
+        messages(&schema(props), &cr(json!({"v": true}))),
+        [
+            r#"<nil>: Invalid value: "": "spec.v" must validate at least one schema (anyOf)"#,
+            r#"spec.v: Invalid value: "boolean": spec.v in body must be of type integer: "boolean""#,
+        ]
+    );
+    let props = json!({"v": {"anyOf": [
+        {"anyOf": [{"type": "integer"}, {"type": "number"}]},
+        {"type": "string", "maxLength": 1}
+    ]}});
+    assert!(messages(&schema(props.clone()), &cr(json!({"v": 2.5}))).is_empty());
+    assert_eq!(
+        messages(&schema(props), &cr(json!({"v": [1]}))),
+        [
+            r#"<nil>: Invalid value: "": "spec.v" must validate at least one schema (anyOf)"#,
+            r#"spec.v: Invalid value: "array": spec.v in body must be of type integer: "array""#,
+        ]
+    );
     let props = json!({"v": {"type": "object",
         "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
         "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}});
