@@ -39,6 +39,9 @@ pub struct Schema {
     pub not: Option<Box<Schema>>,
     /// `properties` in the order written.
     pub properties: Vec<(String, Schema)>,
+    /// The positions in `properties`, ordered by name: [`Schema::property`] searches them.
+    /// Filled by [`Schema::parse`]; when it does not cover `properties`, lookups scan them.
+    pub properties_by_name: Vec<u32>,
     pub additional_properties: Option<AdditionalProperties>,
     /// `items` when it is one schema (an array of schemas is not structural and is ignored).
     pub items: Option<Box<Schema>>,
@@ -101,10 +104,19 @@ impl Schema {
 
     /// The property `name`, if declared.
     pub fn property(&self, name: &str) -> Option<&Schema> {
-        self.properties
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, s)| s)
+        self.property_index(name).map(|i| &self.properties[i].1)
+    }
+
+    /// The position of the property `name` in `properties`, if declared.
+    pub fn property_index(&self, name: &str) -> Option<usize> {
+        if self.properties_by_name.len() != self.properties.len() {
+            return self.properties.iter().position(|(k, _)| k == name);
+        }
+        let by_name = &self.properties_by_name;
+        let found = by_name
+            .binary_search_by(|&i| self.properties[i as usize].0.as_str().cmp(name))
+            .ok()?;
+        Some(by_name[found] as usize)
     }
 
     /// The schema of the values of an object's other keys (`additionalProperties: {...}`).
@@ -232,6 +244,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
         has_embedded_resource: false,
         has_unique_list: false,
         has_default: false,
+        properties_by_name: Vec::new(),
     };
     let below: Vec<&Schema> = schema
         .properties
@@ -248,6 +261,12 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
     schema.has_embedded_resource = has_embedded_resource;
     schema.has_unique_list = has_unique_list;
     schema.has_default = has_default;
+    let mut by_name: Vec<u32> = (0..schema.properties.len() as u32).collect();
+    by_name.sort_by(|&a, &b| {
+        let name = |i: u32| schema.properties[i as usize].0.as_str();
+        name(a).cmp(name(b))
+    });
+    schema.properties_by_name = by_name;
     schema
 }
 

@@ -561,7 +561,7 @@ impl Openapi {
         match &s.additional_properties {
             Some(AdditionalProperties::Allows(false)) => {
                 for k in map.keys() {
-                    if s.property(k).is_none() {
+                    if s.property_index(k).is_none() {
                         let msg = format!("{path}.{k} in body is a forbidden property");
                         r.add(self.invalid(path, quote(k), msg));
                     }
@@ -570,7 +570,7 @@ impl Openapi {
             Some(AdditionalProperties::Schema(values)) => {
                 let len = path.len();
                 for (k, v) in map {
-                    if s.property(k).is_none() {
+                    if s.property_index(k).is_none() {
                         path.push('.');
                         path.push_str(k);
                         r.merge(self.node(values, v, path));
@@ -580,10 +580,15 @@ impl Openapi {
             }
             _ => {}
         }
-        for (name, prop) in &s.properties {
-            let Some(v) = map.get(name) else {
-                continue;
-            };
+        // The declared properties present, in schema order (the order errors come in), found
+        // by walking the object rather than looking each property up in it.
+        let mut present: Vec<(usize, &Value)> = map
+            .iter()
+            .filter_map(|(k, v)| Some((s.property_index(k)?, v)))
+            .collect();
+        present.sort_unstable_by_key(|(i, _)| *i);
+        for &(i, v) in &present {
+            let (name, prop) = &s.properties[i];
             if path.is_empty() && name == "metadata" && self.skip_root_metadata {
                 // Only the name restrictions a CRD may declare for its objects' metadata.
                 for key in ["name", "generateName"] {
@@ -602,7 +607,11 @@ impl Openapi {
             path.truncate(len);
         }
         for k in &s.required {
-            if !map.contains_key(k) {
+            let found = match s.property_index(k) {
+                Some(i) => present.binary_search_by_key(&i, |(j, _)| *j).is_ok(),
+                None => map.contains_key(k),
+            };
+            if !found {
                 let name = format!("{path}.{k}");
                 let msg = format!("{name} in body is required");
                 r.add(self.err(FieldErrorKind::Required, &name, None, msg));

@@ -257,6 +257,32 @@ fn required_properties() {
     assert_eq!(messages(&s, &cr(json!({}))), ["spec.image: Required value"]);
 }
 
+/// Errors come in the order the schema declares its properties, whatever the object's order;
+/// a property is present (for `required`) even when null or undeclared.
+#[test]
+fn errors_follow_the_schema_order_of_properties() {
+    let s = json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "required": ["zeta", "alpha", "extra", "gone", "nothing"],
+        "properties": {
+            "zeta": {"type": "string", "nullable": true},
+            "mid": {"type": "integer"},
+            "alpha": {"type": "string"},
+            "gone": {"type": "string"}
+        }
+    }}});
+    let object = cr(json!({"alpha": 1, "extra": 2, "mid": "m", "zeta": null}));
+    assert_eq!(
+        messages(&s, &object),
+        [
+            r#"spec.mid: Invalid value: "string": spec.mid in body must be of type integer: "string""#,
+            r#"spec.alpha: Invalid value: "integer": spec.alpha in body must be of type string: "integer""#,
+            "spec.gone: Required value",
+            "spec.nothing: Required value",
+        ]
+    );
+}
+
 #[test]
 fn paths_through_lists_and_maps() {
     let props = json!({
