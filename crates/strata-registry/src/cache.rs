@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -308,10 +309,17 @@ impl Stored {
     }
 }
 
+/// The length of the stored form written last: the next one starts with room for as much.
+/// Writes in a row are often of one type and size, so most are written without regrowing.
+static LAST_STORED_LEN: AtomicUsize = AtomicUsize::new(512);
+
 /// The stored JSON of `obj` and where its members lie.
 fn layout(obj: &Object) -> (Vec<u8>, Vec<Member>) {
     let map = obj.as_map();
-    let mut out = Vec::with_capacity(512);
+    let room = LAST_STORED_LEN
+        .load(Ordering::Relaxed)
+        .clamp(512, 64 * 1024);
+    let mut out = Vec::with_capacity(room + room / 8);
     let mut members = Vec::with_capacity(map.len());
     out.push(b'{');
     for (i, (k, v)) in map.iter().enumerate() {
@@ -335,6 +343,7 @@ fn layout(obj: &Object) -> (Vec<u8>, Vec<Member>) {
         });
     }
     out.push(b'}');
+    LAST_STORED_LEN.store(out.len(), Ordering::Relaxed);
     (out, members)
 }
 
