@@ -229,7 +229,9 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     if let Err(s) = decision {
         return respond::status(&s, render);
     }
-    if may_name_new_type(fe, &path) {
+    // What the path names, read once for the check below and for the dispatch.
+    let info = RequestInfo::parse(&path);
+    if may_name_new_type(fe, &path, info.as_ref()) {
         fe.registry.catch_up_types().await;
     }
     match path.as_str() {
@@ -322,7 +324,7 @@ async fn dispatch(fe: &Frontend, req: Request<Incoming>) -> Response<Body> {
     if let Some(resp) = group_discovery(fe, &path, render) {
         return get_only(resp);
     }
-    match RequestInfo::parse(&path) {
+    match info {
         Some(info) => {
             let rt = fe
                 .registry
@@ -374,7 +376,8 @@ async fn audit_unauthenticated_path(
 /// Whether `path` may need a type defined at run time that this replica does not serve yet:
 /// discovery (all groups, a group, a version), OpenAPI, and a resource path naming nothing
 /// served. Such requests wait for the registry to catch up with the stored definitions.
-fn may_name_new_type(fe: &Frontend, path: &str) -> bool {
+/// `info` is what `path` names as a resource path, if anything.
+fn may_name_new_type(fe: &Frontend, path: &str, info: Option<&RequestInfo>) -> bool {
     if path.starts_with("/openapi/v3") {
         return true;
     }
@@ -385,7 +388,7 @@ fn may_name_new_type(fe: &Frontend, path: &str) -> bool {
     match segments {
         // Discovery of all groups, one group or one version: what it lists may be new.
         0..=2 => true,
-        _ => RequestInfo::parse(path).is_some_and(|info| {
+        _ => info.is_some_and(|info| {
             !is_review(&info.group, &info.version, &info.resource)
                 && fe
                     .registry
