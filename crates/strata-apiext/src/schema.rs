@@ -17,6 +17,9 @@ pub struct Schema {
     pub nullable: bool,
     /// `format` as written.
     pub format: String,
+    /// Whether validation checks `format` (see [`Schema::checked_format`]), decided by
+    /// [`Schema::parse`]; `None`: decided on each use.
+    pub format_checked: Option<bool>,
     pub maximum: Option<f64>,
     pub exclusive_maximum: bool,
     pub minimum: Option<f64>,
@@ -153,7 +156,10 @@ impl Schema {
     /// for custom resources (among them `int32`, `int64`, `float`, `double`, which it never
     /// checks), so they constrain nothing.
     pub fn checked_format(&self) -> &str {
-        if crate::validate::supported_format(&self.format) {
+        let checked = self
+            .format_checked
+            .unwrap_or_else(|| crate::validate::supported_format(&self.format));
+        if checked {
             &self.format
         } else {
             ""
@@ -182,6 +188,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
         type_: str_of("type"),
         nullable: bool_of("nullable"),
         format: str_of("format"),
+        format_checked: None,
         maximum: f64_of("maximum"),
         exclusive_maximum: bool_of("exclusiveMaximum"),
         minimum: f64_of("minimum"),
@@ -261,6 +268,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
     schema.has_embedded_resource = has_embedded_resource;
     schema.has_unique_list = has_unique_list;
     schema.has_default = has_default;
+    schema.format_checked = Some(crate::validate::supported_format(&schema.format));
     let mut by_name: Vec<u32> = (0..schema.properties.len() as u32).collect();
     by_name.sort_by(|&a, &b| {
         let name = |i: u32| schema.properties[i as usize].0.as_str();
