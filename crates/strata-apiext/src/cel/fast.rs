@@ -33,7 +33,7 @@ pub(crate) enum Fast {
     And(Box<Fast>, Box<Fast>),
     Or(Box<Fast>, Box<Fast>),
     Conditional(Box<[Fast; 3]>),
-    Compare(Cmp, Box<Fast>, Box<Fast>),
+    Compare(Accepts, Box<Fast>, Box<Fast>),
     Arith(Arith, Box<Fast>, Box<Fast>),
     Size(Box<Fast>),
     Text(TextTest, Box<Fast>, Box<Fast>),
@@ -45,15 +45,9 @@ pub(crate) enum Fast {
     },
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
+/// A comparison, as the orderings it holds for: less, equal, greater (`<=` is
+/// `[true, true, false]`).
+pub(crate) type Accepts = [bool; 3];
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Arith {
@@ -152,13 +146,13 @@ impl Compiler {
                 }
             }
             [a, b] => {
-                let cmp = match name {
-                    operators::EQUALS => Some(Cmp::Eq),
-                    operators::NOT_EQUALS => Some(Cmp::Ne),
-                    operators::LESS => Some(Cmp::Lt),
-                    operators::LESS_EQUALS => Some(Cmp::Le),
-                    operators::GREATER => Some(Cmp::Gt),
-                    operators::GREATER_EQUALS => Some(Cmp::Ge),
+                let cmp: Option<Accepts> = match name {
+                    operators::EQUALS => Some([false, true, false]),
+                    operators::NOT_EQUALS => Some([true, false, true]),
+                    operators::LESS => Some([true, false, false]),
+                    operators::LESS_EQUALS => Some([true, true, false]),
+                    operators::GREATER => Some([false, false, true]),
+                    operators::GREATER_EQUALS => Some([false, true, true]),
                     _ => None,
                 };
                 let arith = match name {
@@ -322,21 +316,16 @@ fn eval<'a>(e: &'a Fast, this: &Val<'a>, vars: &mut Vec<Val<'a>>) -> Option<Val<
                 eval(f, this, vars)?
             }
         }
-        Fast::Compare(cmp, a, b) => {
+        Fast::Compare(accepts, a, b) => {
+            // Booleans are compared for equality only (the same answer either way round).
+            let symmetric = accepts[0] == accepts[2];
             let ordering = match (eval(a, this, vars)?, eval(b, this, vars)?) {
                 (Val::Int(x), Val::Int(y)) => x.cmp(&y),
                 (Val::Str(x), Val::Str(y)) => x.cmp(y),
-                (Val::Bool(x), Val::Bool(y)) if matches!(cmp, Cmp::Eq | Cmp::Ne) => x.cmp(&y),
+                (Val::Bool(x), Val::Bool(y)) if symmetric => x.cmp(&y),
                 _ => return None,
             };
-            Val::Bool(match cmp {
-                Cmp::Eq => ordering.is_eq(),
-                Cmp::Ne => ordering.is_ne(),
-                Cmp::Lt => ordering.is_lt(),
-                Cmp::Le => ordering.is_le(),
-                Cmp::Gt => ordering.is_gt(),
-                Cmp::Ge => ordering.is_ge(),
-            })
+            Val::Bool(accepts[(ordering as i8 + 1) as usize])
         }
         Fast::Arith(op, a, b) => {
             let (Val::Int(x), Val::Int(y)) = (eval(a, this, vars)?, eval(b, this, vars)?) else {
