@@ -144,6 +144,14 @@ impl Openapi {
         self.err(FieldErrorKind::Invalid, name, Some(value), msg)
     }
 
+    /// Runs `check` in quiet mode (see `quiet`), restoring the mode it was in.
+    fn quietly<T>(&self, check: impl FnOnce() -> T) -> T {
+        let was = self.quiet.replace(true);
+        let out = check();
+        self.quiet.set(was);
+        out
+    }
+
     /// kube-openapi's `InvalidType` with a string value (all of its uses here).
     fn type_error(&self, name: &str, type_name: &str, got: &str) -> OaError {
         if self.quiet.get() {
@@ -257,11 +265,11 @@ impl Openapi {
         if !s.any_of.is_empty() {
             // The branches are tried quietly: a valid one is the same either way, and only
             // when none is valid are the errors of the closest one needed.
-            let loud = !self.quiet.replace(true);
+            let loud = !self.quiet.get();
             let mut best: Option<(usize, Res)> = None;
             let mut success: Option<Res> = None;
             for (i, sub) in s.any_of.iter().enumerate() {
-                let res = self.node(sub, data, path);
+                let res = self.quietly(|| self.node(sub, data, path));
                 if res.is_valid() {
                     success = Some(res);
                     break;
@@ -270,7 +278,6 @@ impl Openapi {
                     best = Some((i, res));
                 }
             }
-            self.quiet.set(!loud);
             match (success, best) {
                 (Some(ok), _) => r.merge(ok),
                 (None, best) => {
@@ -343,10 +350,7 @@ impl Openapi {
             }
         }
         if let Some(not) = &s.not {
-            let loud = !self.quiet.replace(true);
-            let valid = self.node(not, data, path).is_valid();
-            self.quiet.set(!loud);
-            if valid {
+            if self.quietly(|| self.node(not, data, path).is_valid()) {
                 r.add(self.composite(format!(
                     "{} must not validate the schema (not)",
                     quote(path)
