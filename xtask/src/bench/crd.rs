@@ -354,7 +354,8 @@ pub struct Results {
 }
 
 /// Starts a server in `scratch`, installs the CRD, creates the objects the gets read, then runs
-/// the four scenarios [`ROUNDS`] times in turn, each for `measure` after [`WARMUP`].
+/// the four scenarios [`ROUNDS`] times in turn (forwards, then backwards), each for `measure`
+/// after [`WARMUP`].
 pub async fn run(binary: &Path, scratch: &Path, measure: Duration) -> Result<Results> {
     let mut strata = start_strata(binary, &scratch.join("crd")).await?;
     let addr = strata.addr;
@@ -375,7 +376,16 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration) -> Result<Res
         .collect();
     let mut next_client = 0;
     for round in 1..=ROUNDS {
-        for row in &mut rows {
+        // Even rounds run the scenarios in reverse order. The store only grows, and the machine
+        // drifts, so a fixed order would always run one kind's creates on a larger store and
+        // later in each round than the other's; A-B then B-A puts that on both alike.
+        let order: Vec<usize> = if round % 2 == 1 {
+            (0..rows.len()).collect()
+        } else {
+            (0..rows.len()).rev().collect()
+        };
+        for i in order {
+            let row = &mut rows[i];
             step(&format!(
                 "crd: {}, {CLIENTS} clients, round {round}/{ROUNDS}: {WARMUP:?} warm-up + \
                  {measure:?}",
@@ -636,8 +646,9 @@ pub fn section(header: &str, results: &Results, measure: Duration) -> String {
          `{NAMESPACE}`: ServiceAccounts (labels, annotations, secret references: {sa_sent} bytes \
          of JSON per create, {sa_got} bytes per get answer) and `{KIND}`s (the same metadata and a \
          spec the schema defaults in three places: {cr_sent} bytes per create, {cr_got} per get \
-         answer). The four scenarios run in turn, {ROUNDS} rounds, each {seconds} s after {warmup} \
-         s of warm-up; a row sums its rounds. Only requests that start after a warm-up and end \
+         answer). The four scenarios run in turn, {ROUNDS} rounds (even rounds in reverse order, so \
+         that neither kind always runs on the larger store), each {seconds} s after {warmup} s of \
+         warm-up; a row sums its rounds. Only requests that start after a warm-up and end \
          within its window count. CPU columns are busy cores within the measured windows: the \
          server's, and the rest of the machine (the load generator, and anything else running). \
          Server and load generator share the machine's cores, so compare the ratios, not the \
