@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use regex::Regex;
 use serde_json::{Map, Value};
+use strata_object::schema::lookup_order;
 
 /// One node of a schema.
 #[derive(Clone, Debug, Default)]
@@ -42,7 +43,8 @@ pub struct Schema {
     pub not: Option<Box<Schema>>,
     /// `properties` in the order written.
     pub properties: Vec<(String, Schema)>,
-    /// The positions in `properties`, ordered by name: [`Schema::property`] searches them.
+    /// The positions in `properties`, their names in [`lookup_order`]: [`Schema::property`]
+    /// searches them.
     /// Filled by [`Schema::parse`]; when it does not cover `properties`, lookups scan them.
     pub properties_by_name: Vec<u32>,
     pub additional_properties: Option<AdditionalProperties>,
@@ -117,9 +119,19 @@ impl Schema {
         }
         let by_name = &self.properties_by_name;
         let found = by_name
-            .binary_search_by(|&i| self.properties[i as usize].0.as_str().cmp(name))
+            .binary_search_by(|&i| lookup_order(&self.properties[i as usize].0, name))
             .ok()?;
         Some(by_name[found] as usize)
+    }
+
+    /// [`Schema::property_index`], trying position `guess` first: an object walked in the
+    /// schema's order (as clients and this server write objects) finds each property at the
+    /// position after the last one's, with one comparison.
+    pub fn property_index_near(&self, name: &str, guess: usize) -> Option<usize> {
+        match self.properties.get(guess) {
+            Some((k, _)) if k == name => Some(guess),
+            _ => self.property_index(name),
+        }
     }
 
     /// The schema of the values of an object's other keys (`additionalProperties: {...}`).
@@ -272,7 +284,7 @@ fn parse_map(m: &Map<String, Value>) -> Schema {
     let mut by_name: Vec<u32> = (0..schema.properties.len() as u32).collect();
     by_name.sort_by(|&a, &b| {
         let name = |i: u32| schema.properties[i as usize].0.as_str();
-        name(a).cmp(name(b))
+        lookup_order(name(a), name(b))
     });
     schema.properties_by_name = by_name;
     schema
@@ -411,6 +423,32 @@ fn go_to_rust_regex(p: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Every declared property is found, whatever its name's length and whatever position is
+    /// guessed; undeclared names are not.
+    #[test]
+    fn property_lookups_find_every_declared_name() {
+        let names = ["b", "a", "ab", "ba", "aa", "abc", "", "zz", "é", "a\u{0}"];
+        let props: Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), json!({"type": "string"})))
+            .collect();
+        let s = Schema::parse(&json!({"type": "object", "properties": props}));
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(s.property_index(name), Some(i), "{name:?}");
+            for guess in [0, i, i + 1, names.len(), usize::MAX] {
+                assert_eq!(
+                    s.property_index_near(name, guess),
+                    Some(i),
+                    "{name:?} {guess}"
+                );
+            }
+        }
+        for missing in ["c", "abcd", "bb", "A", "a\u{1}"] {
+            assert_eq!(s.property_index(missing), None);
+            assert_eq!(s.property_index_near(missing, 0), None);
+        }
+    }
 
     #[test]
     fn parses_keywords() {

@@ -586,9 +586,14 @@ impl Openapi {
         }
         // The declared properties present, in schema order (the order errors come in), found
         // by walking the object rather than looking each property up in it.
+        let mut next = 0;
         let mut present: Vec<(usize, &Value)> = map
             .iter()
-            .filter_map(|(k, v)| Some((s.property_index(k)?, v)))
+            .filter_map(|(k, v)| {
+                let i = s.property_index_near(k, next)?;
+                next = i + 1;
+                Some((i, v))
+            })
             .collect();
         present.sort_unstable_by_key(|(i, _)| *i);
         for &(i, v) in &present {

@@ -8,6 +8,7 @@
 //! second, so that a walk over an object costs a property lookup per member and nothing else.
 //! A [`Node`] is one position in that table.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -49,7 +50,7 @@ struct NodeData {
     format: Option<Box<str>>,
     /// Declared properties in schema order.
     properties: Vec<(Box<str>, u32)>,
-    /// Indexes into `properties`, sorted by name, for lookups.
+    /// Indexes into `properties` in [`lookup_order`] of their names, for lookups.
     by_name: Vec<u32>,
     values: Option<u32>,
     items: Option<u32>,
@@ -58,6 +59,14 @@ struct NodeData {
     patch_strategies: Vec<Box<str>>,
     patch_merge_key: Option<Box<str>>,
     preserves_unknown_fields: bool,
+}
+
+/// The order property names are searched in: by length, then bytewise. Most comparisons of
+/// a search end at the lengths, without comparing any bytes.
+pub fn lookup_order(a: &str, b: &str) -> Ordering {
+    a.len()
+        .cmp(&b.len())
+        .then_with(|| a.as_bytes().cmp(b.as_bytes()))
 }
 
 /// A schema read into a table of nodes, from one root component and what it refers to.
@@ -229,7 +238,8 @@ impl<'d> Reader<'d> {
             .map(|(k, v)| (Box::from(k.as_str()), self.node(v)))
             .collect();
         let mut by_name: Vec<u32> = (0..properties.len() as u32).collect();
-        by_name.sort_by(|&a, &b| properties[a as usize].0.cmp(&properties[b as usize].0));
+        by_name
+            .sort_by(|&a, &b| lookup_order(&properties[a as usize].0, &properties[b as usize].0));
         let values = additional.map(|v| self.node(v));
         let items = inner.get("items").map(|v| self.node(v));
         let data = &mut self.nodes[index as usize];
@@ -293,7 +303,7 @@ impl<'a> Node<'a> {
         let data = self.data();
         let found = data
             .by_name
-            .binary_search_by(|&i| (*data.properties[i as usize].0).cmp(name))
+            .binary_search_by(|&i| lookup_order(&data.properties[i as usize].0, name))
             .ok()?;
         Some(self.at(data.properties[data.by_name[found] as usize].1))
     }
@@ -540,6 +550,32 @@ impl ResourceType {
 mod tests {
     use super::*;
     use crate::builtin;
+
+    /// Properties are found by name whatever the lengths of the names around them.
+    #[test]
+    fn properties_of_every_length_are_found() {
+        let names = [
+            "b", "a", "ab", "ba", "aa", "abc", "", "zz", "é", "spec", "kind",
+        ];
+        let props: Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), serde_json::json!({"type": "integer"})))
+            .collect();
+        let definitions = serde_json::json!({"T": {"type": "object", "properties": props}});
+        let schema = CompiledSchema::new(definitions.as_object().unwrap(), "T").unwrap();
+        let root = schema.root();
+        for name in names {
+            assert_eq!(
+                root.property(name).and_then(|p| p.type_name()),
+                Some("integer"),
+                "{name:?}"
+            );
+        }
+        for missing in ["c", "abcd", "bb", "Spec", "kinds"] {
+            assert!(root.property(missing).is_none(), "{missing:?}");
+        }
+        assert_eq!(root.property_names().collect::<Vec<_>>(), names);
+    }
 
     #[test]
     fn service_account_strategies() {
