@@ -43,9 +43,9 @@ pub struct Schema {
     pub not: Option<Box<Schema>>,
     /// `properties` in the order written.
     pub properties: Vec<(String, Schema)>,
-    /// The positions in `properties`, their names in [`lookup_order`]: [`Schema::property`]
-    /// searches them.
-    /// Filled by [`Schema::parse`]; when it does not cover `properties`, lookups scan them.
+    /// The positions in `properties`, their names in [`lookup_order`], for
+    /// [`Schema::property`] to search. Filled by [`Schema::parse`]; when it does not cover
+    /// `properties` (a `Schema` built by hand), lookups scan `properties` instead.
     pub properties_by_name: Vec<u32>,
     pub additional_properties: Option<AdditionalProperties>,
     /// `items` when it is one schema (an array of schemas is not structural and is ignored).

@@ -311,6 +311,9 @@ impl Stored {
 
 /// The length of the stored form written last: the next one starts with room for as much.
 /// Writes in a row are often of one type and size, so most are written without regrowing.
+/// The room goes with the bytes to the store, which may keep them a while (RocksDB's recent
+/// events): a small write right after a large one holds about the large one's size, at most
+/// 72 KiB, once; the write after it is sized by the small one.
 static LAST_STORED_LEN: AtomicUsize = AtomicUsize::new(512);
 
 /// The stored JSON of `obj` and where its members lie.
