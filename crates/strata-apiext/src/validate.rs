@@ -222,42 +222,41 @@ impl Openapi {
     }
 
     fn check_type(&self, s: &Schema, data: &Value, path: &str, r: &mut Res) {
-        let types = s.types();
+        let types = TypeSet::of(s);
         if data.is_null() {
-            if !types.is_empty() && !types.contains(&"null") && !s.nullable {
-                r.add(self.type_error(path, &types.join(","), "null"));
+            if !types.is_empty() && !types.has(TypeSet::NULL) && !s.nullable {
+                r.add(self.type_error(path, &s.types().join(","), "null"));
             }
             return;
         }
-        let (sch_type, format) = match data {
-            Value::Bool(_) => ("boolean", ""),
-            Value::String(_) => ("string", ""),
-            Value::Array(_) => ("array", ""),
-            Value::Object(_) => ("object", ""),
+        let (sch_type, bit, format) = match data {
+            Value::Bool(_) => ("boolean", TypeSet::BOOLEAN, ""),
+            Value::String(_) => ("string", TypeSet::STRING, ""),
+            Value::Array(_) => ("array", TypeSet::ARRAY, ""),
+            Value::Object(_) => ("object", TypeSet::OBJECT, ""),
             Value::Number(n) => match GoNumber::of(n) {
-                GoNumber::Int(_) => ("integer", "int64"),
-                GoNumber::Float(_) => ("number", "float64"),
+                GoNumber::Int(_) => ("integer", TypeSet::INTEGER, "int64"),
+                GoNumber::Float(_) => ("number", TypeSet::NUMBER, "float64"),
             },
             Value::Null => unreachable!("handled above"),
         };
-        let is_float_int = sch_type == "number"
-            && data.as_f64().is_some_and(is_json_integer)
-            && types.contains(&"integer");
-        let is_int_float = sch_type == "integer" && types.contains(&"number");
+        let is_float_int = bit == TypeSet::NUMBER
+            && types.has(TypeSet::INTEGER)
+            && data.as_f64().is_some_and(is_json_integer);
+        let is_int_float = bit == TypeSet::INTEGER && types.has(TypeSet::NUMBER);
         let string_or_array = matches!(data, Value::String(_) | Value::Array(_));
         let want_format = s.checked_format();
-        let format_fits =
-            types.contains(&sch_type) || format == want_format || is_float_int || is_int_float;
+        let format_fits = types.has(bit) || format == want_format || is_float_int || is_int_float;
         if !(string_or_array || want_format.is_empty() || format_fits) {
             r.add(self.type_error(path, want_format, format));
             return;
         }
-        let numeric = types.contains(&"number") || types.contains(&"integer");
+        let numeric = types.has(TypeSet::NUMBER) || types.has(TypeSet::INTEGER);
         if !(numeric || want_format.is_empty()) && string_or_array {
             return;
         }
-        if !(types.contains(&sch_type) || is_float_int || is_int_float) {
-            r.add(self.type_error(path, &types.join(","), sch_type));
+        if !(types.has(bit) || is_float_int || is_int_float) {
+            r.add(self.type_error(path, &s.types().join(","), sch_type));
         }
     }
 
@@ -361,7 +360,12 @@ impl Openapi {
 
     /// `maxLength`, `minLength`, `pattern`: the first failure only, as kube-openapi.
     fn check_string(&self, s: &Schema, text: &str, path: &str, r: &mut Res) {
-        let len = text.chars().count() as i64;
+        // Counted only when a bound needs it: most strings have none.
+        let len = if s.max_length.is_some() || s.min_length.is_some() {
+            text.chars().count() as i64
+        } else {
+            0
+        };
         if let Some(max) = s.max_length {
             if len > max {
                 let msg = format!("{path} in body should be at most {max} chars long");
@@ -626,6 +630,51 @@ impl Openapi {
                 r.add(self.err(FieldErrorKind::Required, &name, None, msg));
             }
         }
+    }
+}
+
+/// The type names of [`Schema::types`] as bits, so that checking a value's type against them
+/// compares no strings. A name validation does not know sets no bit: no value has that type.
+#[derive(Clone, Copy)]
+struct TypeSet {
+    bits: u8,
+    named: bool,
+}
+
+impl TypeSet {
+    const BOOLEAN: u8 = 1;
+    const STRING: u8 = 1 << 1;
+    const ARRAY: u8 = 1 << 2;
+    const OBJECT: u8 = 1 << 3;
+    const INTEGER: u8 = 1 << 4;
+    const NUMBER: u8 = 1 << 5;
+    const NULL: u8 = 1 << 6;
+
+    fn of(s: &Schema) -> TypeSet {
+        let bits = s.types().iter().fold(0, |bits, name| {
+            bits | match *name {
+                "boolean" => Self::BOOLEAN,
+                "string" => Self::STRING,
+                "array" => Self::ARRAY,
+                "object" => Self::OBJECT,
+                "integer" => Self::INTEGER,
+                "number" => Self::NUMBER,
+                "null" => Self::NULL,
+                _ => 0,
+            }
+        });
+        TypeSet {
+            bits,
+            named: !s.types().is_empty(),
+        }
+    }
+
+    fn is_empty(self) -> bool {
+        !self.named
+    }
+
+    fn has(self, bit: u8) -> bool {
+        self.bits & bit != 0
     }
 }
 
