@@ -1261,14 +1261,67 @@ pub(crate) fn tidy(value: &Value, node: Option<Node>) -> Option<Value> {
     }
 }
 
+/// [`tidy`] of the top-level `metadata`, then without `managedFields`, which it never copies.
+fn tidy_metadata(value: &Value, node: Option<Node>) -> Option<Value> {
+    let Value::Object(map) = value else {
+        return tidy(value, node);
+    };
+    let shape = node.map(|n| n.shape());
+    let mut out = Map::with_capacity(map.len());
+    for (k, v) in map {
+        if k == "managedFields" {
+            continue;
+        }
+        let tidied = if shape == Some(Shape::Any) {
+            Some(v.clone())
+        } else {
+            tidy(v, node.and_then(|n| n.child(k)))
+        };
+        if let Some(v) = tidied {
+            out.insert(k.clone(), v);
+        }
+    }
+    // `tidy` drops an empty map, but it would have kept `managedFields` in it until its removal.
+    let kept_managed_fields = || {
+        map.get("managedFields")
+            .is_some_and(|m| !tidies_away(m, node.and_then(|n| n.child("managedFields"))))
+    };
+    if out.is_empty() && shape == Some(Shape::Map) && !kept_managed_fields() {
+        return None;
+    }
+    Some(Value::Object(out))
+}
+
 /// The typed form two versions are compared in: [`tidy`], without `managedFields`, and with the
 /// top-level `metadata`, `spec` and `status` structs present even when empty, as Go's
 /// non-pointer struct fields always are (so an empty `spec` never appears as a new member).
 pub(crate) fn typed_view(obj: &Value, schema: Node) -> Value {
-    let mut v = tidy(obj, Some(schema)).unwrap_or_else(|| Value::Object(Map::new()));
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
+    let mut v = match obj {
+        // `tidy` of the root, with `metadata` tidied without ever copying its `managedFields`
+        // (on an object many managers write, as large as the rest of it).
+        Value::Object(map) if schema.shape() != Shape::Any => {
+            let mut out = Map::with_capacity(map.len());
+            for (k, v) in map {
+                let node = schema.child(k);
+                let tidied = if k == "metadata" {
+                    tidy_metadata(v, node)
+                } else {
+                    tidy(v, node)
+                };
+                if let Some(v) = tidied {
+                    out.insert(k.clone(), v);
+                }
+            }
+            Value::Object(out)
+        }
+        _ => {
+            let mut v = tidy(obj, Some(schema)).unwrap_or_else(|| Value::Object(Map::new()));
+            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            v
+        }
+    };
     if let Value::Object(map) = &mut v {
         for name in ["metadata", "spec", "status"] {
             let is_struct = schema
@@ -1451,6 +1504,68 @@ mod tests {
         assert!(c.removed.is_empty());
         let back = compare(&new, &old, sa.schema().unwrap());
         assert_eq!(back.removed.len(), 5);
+    }
+
+    /// `typed_view` never copies `managedFields`, yet gives what tidying the whole object and
+    /// then removing them gives, whatever `metadata` is: a struct, a map, free-form, or wrong.
+    #[test]
+    fn typed_view_is_the_tidied_object_without_managed_fields() {
+        fn reference(obj: &Value, schema: Node) -> Value {
+            let mut v = tidy(obj, Some(schema)).unwrap_or_else(|| Value::Object(Map::new()));
+            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            if let Value::Object(map) = &mut v {
+                for name in ["metadata", "spec", "status"] {
+                    let is_struct = schema
+                        .property(name)
+                        .is_some_and(|p| p.shape() == Shape::Struct);
+                    if is_struct && !map.contains_key(name) {
+                        map.insert(name.into(), Value::Object(Map::new()));
+                    }
+                }
+            }
+            v
+        }
+        let metadata_schemas = [
+            json!({"type": "object", "properties": {
+                "name": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "managedFields": {"type": "array", "items": {"type": "object"}}}}),
+            json!({"type": "object", "additionalProperties": {"type": "array"}}),
+            json!({"type": "object", "additionalProperties": {"type": "object"}}),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        ];
+        let objects = [
+            json!({"metadata": {"name": "a", "managedFields": [{"manager": "m"}]}}),
+            json!({"metadata": {"managedFields": [{"manager": "m"}]}, "spec": {}}),
+            json!({"metadata": {"managedFields": []}}),
+            json!({"metadata": {"managedFields": {}}}),
+            json!({"metadata": {"managedFields": null, "labels": {}}}),
+            json!({"metadata": {"labels": {"a": null}}}),
+            json!({"metadata": {}}),
+            json!({"metadata": null, "spec": {"x": null}}),
+            json!({"metadata": "wrong"}),
+            json!({"metadata": [{"managedFields": 1}]}),
+            json!({"spec": {"a": []}}),
+            json!({}),
+        ];
+        for meta in &metadata_schemas {
+            let definitions = json!({"Thing": {"type": "object", "properties": {
+                "metadata": meta,
+                "spec": {"type": "object", "additionalProperties": {"type": "array"}},
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}}});
+            let definitions = definitions.as_object().unwrap().clone();
+            let compiled =
+                strata_object::schema::CompiledSchema::new(&definitions, "Thing").unwrap();
+            for obj in &objects {
+                assert_eq!(
+                    typed_view(obj, compiled.root()),
+                    reference(obj, compiled.root()),
+                    "{obj} with metadata {meta}"
+                );
+            }
+        }
     }
 
     /// A create's fields found in one walk are exactly those the general comparison with
