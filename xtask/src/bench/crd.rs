@@ -411,10 +411,14 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration) -> Result<Res
             };
             next_client += CLIENTS;
             let (outcome, server, rest) = measure_scenario(&scenario, strata.pid()).await?;
+            // Each round's own figures, so that a run's spread between rounds shows.
             eprintln!(
-                "{:.0} requests/s, {} error(s)",
+                "{:.0} requests/s, {} error(s), server CPU {:.1} µs per request, rest of the \
+                 machine {:.2} cores",
                 outcome.rps(),
-                outcome.error_count()
+                outcome.error_count(),
+                server.as_secs_f64() * 1e6 / (outcome.ok as f64).max(1.0),
+                rest.as_secs_f64() / measure.as_secs_f64(),
             );
             add(&mut row.outcome, outcome);
             row.server_cpu += server;
