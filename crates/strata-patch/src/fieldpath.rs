@@ -1234,12 +1234,7 @@ pub(crate) fn tidy(value: &Value, node: Option<Node>) -> Option<Value> {
         Value::Null => None,
         _ if shape == Some(Shape::Any) => Some(value.clone()),
         Value::Object(map) => {
-            let mut out = Map::new();
-            for (k, v) in map {
-                if let Some(v) = tidy(v, node.and_then(|n| n.child(k))) {
-                    out.insert(k.clone(), v);
-                }
-            }
+            let out = tidy_members(map, node, None);
             if out.is_empty() && shape == Some(Shape::Map) {
                 return None;
             }
@@ -1261,26 +1256,39 @@ pub(crate) fn tidy(value: &Value, node: Option<Node>) -> Option<Value> {
     }
 }
 
+/// [`tidy`] of each member of an object that `node` describes, leaving out those it drops and
+/// the one named `skip`.
+fn tidy_members(
+    map: &Map<String, Value>,
+    node: Option<Node>,
+    skip: Option<&str>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in map {
+        if Some(k.as_str()) == skip {
+            continue;
+        }
+        if let Some(v) = tidy(v, node.and_then(|n| n.child(k))) {
+            out.insert(k.clone(), v);
+        }
+    }
+    out
+}
+
 /// [`tidy`] of the top-level `metadata`, then without `managedFields`, which it never copies.
 fn tidy_metadata(value: &Value, node: Option<Node>) -> Option<Value> {
     let Value::Object(map) = value else {
         return tidy(value, node);
     };
     let shape = node.map(|n| n.shape());
-    let mut out = Map::with_capacity(map.len());
-    for (k, v) in map {
-        if k == "managedFields" {
-            continue;
-        }
-        let tidied = if shape == Some(Shape::Any) {
-            Some(v.clone())
-        } else {
-            tidy(v, node.and_then(|n| n.child(k)))
-        };
-        if let Some(v) = tidied {
-            out.insert(k.clone(), v);
-        }
-    }
+    let out = if shape == Some(Shape::Any) {
+        map.iter()
+            .filter(|(k, _)| *k != "managedFields")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    } else {
+        tidy_members(map, node, Some("managedFields"))
+    };
     // `tidy` drops an empty map, but it would have kept `managedFields` in it until its removal.
     let kept_managed_fields = || {
         map.get("managedFields")
