@@ -110,6 +110,15 @@ fn protobuf_name(essence: &str) -> Option<&'static str> {
     PROTOBUF.iter().copied().find(|p| *p == essence)
 }
 
+/// `Accept` headers whose first acceptable clause is JSON for every offer and for watches too.
+const JSON_ACCEPTS: [&str; 5] = [
+    "",
+    "*/*",
+    "application/json",
+    "application/json, */*",
+    "application/json,*/*",
+];
+
 const TABLE_GROUPS: [&str; 2] = ["meta.k8s.io", "meta.svc.io"];
 const TABLE_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
@@ -118,6 +127,16 @@ impl Formats {
     /// the endpoint offers Tables and protobuf; `streaming` restricts the choice to stream
     /// formats (watch).
     fn choose(&self, accept: &str, offer: Offer, streaming: bool) -> Result<Output, Status> {
+        // What most clients send (kubectl, the Python client, client-go asking for JSON) means
+        // JSON whatever the offer; every request asks at least twice (its answer, its errors).
+        if JSON_ACCEPTS.contains(&accept.trim()) {
+            return Ok(Output::Json);
+        }
+        self.choose_parsed(accept, offer, streaming)
+    }
+
+    /// [`Formats::choose`] by parsing `accept`.
+    fn choose_parsed(&self, accept: &str, offer: Offer, streaming: bool) -> Result<Output, Status> {
         for range in parse_accept(accept) {
             let as_param = range.media.param("as");
             let essence = range.media.essence.as_str();
@@ -224,6 +243,29 @@ mod tests {
 
     const PLAIN: Formats = Formats { cbor: false };
     const WITH_CBOR: Formats = Formats { cbor: true };
+
+    #[test]
+    fn common_accept_headers_choose_as_parsing_them_does() {
+        let custom = Offer {
+            table: false,
+            protobuf: false,
+            columns: &[],
+        };
+        for formats in [PLAIN, WITH_CBOR] {
+            for accept in JSON_ACCEPTS.iter().chain(&[" application/json "]) {
+                for offer in [Offer::PLAIN, Offer::TABLE, custom] {
+                    for streaming in [false, true] {
+                        assert_eq!(
+                            formats.choose(accept, offer, streaming),
+                            formats.choose_parsed(accept, offer, streaming),
+                            "{accept:?}"
+                        );
+                        assert_eq!(formats.choose(accept, offer, streaming), Ok(Output::Json));
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn protobuf_under_either_name() {
