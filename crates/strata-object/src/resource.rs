@@ -268,17 +268,14 @@ impl ResourceType {
 
     /// The storage key prefix for objects of this type (ends with `/`).
     pub fn key_prefix(&self) -> String {
-        match self.storage_resource() {
-            ("", resource) => format!("/registry/{resource}/"),
-            (group, resource) => format!("/registry/{group}/{resource}/"),
-        }
+        self.key_with(&[])
     }
 
     /// The storage key of one object.
     pub fn key(&self, namespace: &str, name: &str) -> String {
         match self.scope {
-            Scope::Namespaced => format!("{}{namespace}/{name}", self.key_prefix()),
-            Scope::Cluster => format!("{}{name}", self.key_prefix()),
+            Scope::Namespaced => self.key_with(&[namespace, "/", name]),
+            Scope::Cluster => self.key_with(&[name]),
         }
     }
 
@@ -287,8 +284,27 @@ impl ResourceType {
         if namespace.is_empty() || self.scope == Scope::Cluster {
             self.key_prefix()
         } else {
-            format!("{}{namespace}/", self.key_prefix())
+            self.key_with(&[namespace, "/"])
         }
+    }
+
+    /// [`ResourceType::key_prefix`] followed by `rest`, made in one allocation (every request
+    /// about an object makes its key).
+    fn key_with(&self, rest: &[&str]) -> String {
+        let (group, resource) = self.storage_resource();
+        let parts = [
+            "/registry/",
+            group,
+            if group.is_empty() { "" } else { "/" },
+            resource,
+            "/",
+        ];
+        let len = parts.iter().chain(rest).map(|p| p.len()).sum();
+        let mut out = String::with_capacity(len);
+        for part in parts.iter().chain(rest) {
+            out.push_str(part);
+        }
+        out
     }
 }
 
@@ -307,5 +323,23 @@ mod tests {
         let ns = builtin::namespace();
         assert_eq!(ns.key("", "x"), "/registry/namespaces/x");
         assert_eq!(ns.collection_prefix("ignored"), "/registry/namespaces/");
+        // A type of a named group keeps its group in its keys.
+        let lease = builtin::lease();
+        assert_eq!(lease.key_prefix(), "/registry/coordination.k8s.io/leases/");
+        assert_eq!(
+            lease.key("kube-system", "l"),
+            "/registry/coordination.k8s.io/leases/kube-system/l"
+        );
+        assert_eq!(
+            lease.collection_prefix("kube-system"),
+            "/registry/coordination.k8s.io/leases/kube-system/"
+        );
+        let crd = builtin::custom_resource_definition();
+        assert_eq!(
+            crd.key("", "a.b.c"),
+            "/registry/apiextensions.k8s.io/customresourcedefinitions/a.b.c"
+        );
+        // events.k8s.io Events live under the core group's keys.
+        assert_eq!(builtin::events_v1().key("ns", "e"), "/registry/events/ns/e");
     }
 }

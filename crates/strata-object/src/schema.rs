@@ -435,7 +435,7 @@ impl Node<'_> {
             (Shape::Array, Value::Array(items)) => {
                 if let Some(child) = self.items() {
                     for (i, v) in items.iter_mut().enumerate() {
-                        path.push_str(&format!("[{i}]"));
+                        push_index(path, i);
                         child.prune_at(v, path, found);
                         path.truncate(len);
                     }
@@ -498,7 +498,7 @@ impl Node<'_> {
             Value::Array(items) => {
                 if let Some(child) = self.items() {
                     for (i, v) in items.iter().enumerate() {
-                        path.push_str(&format!("[{i}]"));
+                        push_index(path, i);
                         child.types_at(v, path)?;
                         path.truncate(len);
                     }
@@ -520,6 +520,13 @@ fn json_type(v: &Value) -> &'static str {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     }
+}
+
+/// Appends `[i]`, a list item's place in a path, without a string of its own.
+fn push_index(path: &mut String, i: usize) {
+    use std::fmt::Write;
+    // Writing to a `String` cannot fail.
+    let _ = write!(path, "[{i}]");
 }
 
 fn push_key(path: &mut String, key: &str) {
