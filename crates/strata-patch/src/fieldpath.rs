@@ -1322,15 +1322,26 @@ pub(crate) fn typed_view(obj: &Value, schema: Node) -> Value {
             }
             Value::Object(out)
         }
-        _ => {
-            let mut v = tidy(obj, Some(schema)).unwrap_or_else(|| Value::Object(Map::new()));
-            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("managedFields");
-            }
-            v
-        }
+        _ => tidied_without_managed_fields(obj, schema),
     };
-    if let Value::Object(map) = &mut v {
+    add_top_structs(&mut v, schema);
+    v
+}
+
+/// [`tidy`] of the whole object, then `managedFields` taken out of its `metadata`: what
+/// [`typed_view`] makes without copying them, for a free-form root.
+fn tidied_without_managed_fields(obj: &Value, schema: Node) -> Value {
+    let mut v = tidy(obj, Some(schema)).unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    v
+}
+
+/// Puts in the top-level `metadata`, `spec` and `status` that `schema` declares as structs and
+/// `view` lacks, as empty objects.
+fn add_top_structs(view: &mut Value, schema: Node) {
+    if let Value::Object(map) = view {
         for name in ["metadata", "spec", "status"] {
             let is_struct = schema
                 .property(name)
@@ -1340,7 +1351,6 @@ pub(crate) fn typed_view(obj: &Value, schema: Node) -> Value {
             }
         }
     }
-    v
 }
 
 #[cfg(test)]
@@ -1519,20 +1529,8 @@ mod tests {
     #[test]
     fn typed_view_is_the_tidied_object_without_managed_fields() {
         fn reference(obj: &Value, schema: Node) -> Value {
-            let mut v = tidy(obj, Some(schema)).unwrap_or_else(|| Value::Object(Map::new()));
-            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("managedFields");
-            }
-            if let Value::Object(map) = &mut v {
-                for name in ["metadata", "spec", "status"] {
-                    let is_struct = schema
-                        .property(name)
-                        .is_some_and(|p| p.shape() == Shape::Struct);
-                    if is_struct && !map.contains_key(name) {
-                        map.insert(name.into(), Value::Object(Map::new()));
-                    }
-                }
-            }
+            let mut v = tidied_without_managed_fields(obj, schema);
+            add_top_structs(&mut v, schema);
             v
         }
         let metadata_schemas = [
