@@ -338,11 +338,21 @@ pub struct Row {
     rest_cpu: Duration,
 }
 
+/// `cpu` spread over `ok` counted requests; `None` when none counted.
+fn per_request(cpu: Duration, ok: u64) -> Option<Duration> {
+    let ok = u32::try_from(ok).ok().filter(|n| *n > 0)?;
+    Some(cpu / ok)
+}
+
+/// A CPU time per request as the table and the progress lines print it.
+fn micros(per: Option<Duration>) -> String {
+    per.map_or("–".into(), |d| format!("{:.1} µs", d.as_secs_f64() * 1e6))
+}
+
 impl Row {
     /// The server's CPU time per counted request.
     fn cpu_per_request(&self) -> Option<Duration> {
-        let ok = u32::try_from(self.outcome.ok).ok().filter(|n| *n > 0)?;
-        Some(self.server_cpu / ok)
+        per_request(self.server_cpu, self.outcome.ok)
     }
 
     fn cores(&self, used: Duration) -> f64 {
@@ -413,11 +423,11 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration) -> Result<Res
             let (outcome, server, rest) = measure_scenario(&scenario, strata.pid()).await?;
             // Each round's own figures, so that a run's spread between rounds shows.
             eprintln!(
-                "{:.0} requests/s, {} error(s), server CPU {:.1} µs per request, rest of the \
-                 machine {:.2} cores",
+                "{:.0} requests/s, {} error(s), server CPU {} per request, rest of the machine \
+                 {:.2} cores",
                 outcome.rps(),
                 outcome.error_count(),
-                server.as_secs_f64() * 1e6 / (outcome.ok as f64).max(1.0),
+                micros(per_request(server, outcome.ok)),
                 rest.as_secs_f64() / measure.as_secs_f64(),
             );
             add(&mut row.outcome, outcome);
@@ -583,8 +593,7 @@ pub fn table(results: &Results) -> String {
             latency(r.outcome.percentile(50.0)),
             latency(r.outcome.percentile(99.0)),
             r.outcome.error_count(),
-            r.cpu_per_request()
-                .map_or("–".into(), |d| format!("{:.1} µs", d.as_secs_f64() * 1e6)),
+            micros(r.cpu_per_request()),
             r.cores(r.server_cpu),
             r.cores(r.rest_cpu),
         );
