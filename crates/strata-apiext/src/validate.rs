@@ -41,10 +41,57 @@ pub fn validate_with(schema: &Schema, object: &Value) -> Vec<FieldError> {
         skip_root_metadata: true,
         quiet: Cell::new(false),
     }
-    .run(schema, object);
+    .run(schema, object, None);
     errs.extend(embedded_resource_errors(schema, object));
     errs.extend(list_type_errors(schema, object));
     errs
+}
+
+/// [`validate_with`] for an update of `old` to `object`, with Kubernetes' validation
+/// ratcheting (`CRDValidationRatcheting`, on by default since 1.30): a value the update leaves
+/// as it was may fail the schema, which may have been tightened since the value was written.
+/// Its errors are dropped, wherever the value can be matched with the old one: by property
+/// name, map key, or the keys of a `map` list's items. Duplicates in `set` and `map` lists
+/// are errors only when `old` had none. Embedded resources are checked as on a create.
+pub fn validate_update_with(schema: &Schema, object: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = Openapi {
+        base: None,
+        skip_root_metadata: true,
+        quiet: Cell::new(false),
+    }
+    .run(schema, object, Some(old));
+    errs.extend(embedded_resource_errors(schema, object));
+    if list_type_errors(schema, old).is_empty() {
+        errs.extend(list_type_errors(schema, object));
+    }
+    errs
+}
+
+/// The error that takes the place of the CEL rules' when `errors` (the schema's) hold one that
+/// makes evaluating the rules pointless: a value of the wrong type, missing, unsupported, or
+/// too large (kube-apiserver's list, and its words).
+pub fn rules_blocked_by(errors: &[FieldError]) -> Option<FieldError> {
+    errors
+        .iter()
+        .any(|e| {
+            matches!(
+                e.kind,
+                FieldErrorKind::NotSupported
+                    | FieldErrorKind::Required
+                    | FieldErrorKind::TooLong
+                    | FieldErrorKind::TooMany
+                    | FieldErrorKind::TypeInvalid
+            )
+        })
+        .then(|| {
+            FieldError::new(
+                FieldErrorKind::Invalid,
+                "<nil>",
+                Some(quote("null")),
+                "some validation rules were not checked because the object was invalid; \
+                 correct the existing errors to complete validation",
+            )
+        })
 }
 
 /// kube-openapi's validation of `value` alone against `schema`, with error paths under
@@ -55,7 +102,7 @@ pub fn validate_value(schema: &Schema, value: &Value, field: &str) -> Vec<FieldE
         skip_root_metadata: false,
         quiet: Cell::new(false),
     }
-    .run(schema, value)
+    .run(schema, value, None)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -106,8 +153,8 @@ struct Openapi {
 }
 
 impl Openapi {
-    fn run(&self, schema: &Schema, value: &Value) -> Vec<FieldError> {
-        self.node(schema, value, &mut String::new())
+    fn run(&self, schema: &Schema, value: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.ratcheted(schema, value, old, &mut String::new())
             .errors
             .into_iter()
             .map(|e| e.error)
@@ -174,9 +221,21 @@ impl Openapi {
         }
     }
 
+    /// [`Openapi::node`] for a value an update may have left unchanged: `old` is the value it
+    /// replaces, when the two can be matched. When `data` fails and is unchanged, its errors
+    /// are dropped (Kubernetes makes them warnings nobody sees).
+    fn ratcheted(&self, s: &Schema, data: &Value, old: Option<&Value>, path: &mut String) -> Res {
+        let r = self.node(s, data, old, path);
+        if !r.is_valid() && old.is_some_and(|o| unchanged(s, data, o)) {
+            return Res::default();
+        }
+        r
+    }
+
     /// Checks `data` against `s`. `path` names `data` (kube-openapi's dotted form); children
-    /// append their names to it while they are checked, and it is given back as it came.
-    fn node(&self, s: &Schema, data: &Value, path: &mut String) -> Res {
+    /// append their names to it while they are checked, and it is given back as it came. `old`
+    /// is what `data` replaces in an update, matched with it (see [`Openapi::ratcheted`]).
+    fn node(&self, s: &Schema, data: &Value, old: Option<&Value>, path: &mut String) -> Res {
         let mut r = Res::default();
         if data.is_null() {
             self.check_type(s, data, path, &mut r);
@@ -187,7 +246,7 @@ impl Openapi {
             self.check_type(s, data, path, &mut r);
             r.matches += 1;
         }
-        self.check_junctors(s, data, path, &mut r);
+        self.check_junctors(s, data, old, path, &mut r);
         r.matches += 1;
         match data {
             Value::String(text) => {
@@ -206,7 +265,7 @@ impl Openapi {
                 r.matches += 1;
             }
             Value::Array(items) => {
-                self.check_array(s, items, path, &mut r);
+                self.check_array(s, items, old, path, &mut r);
                 r.matches += 1;
             }
             _ => {}
@@ -214,7 +273,7 @@ impl Openapi {
         self.check_enum(s, data, path, &mut r);
         r.matches += 1;
         if let Value::Object(map) = data {
-            self.check_object(s, map, path, &mut r);
+            self.check_object(s, map, old, path, &mut r);
             r.matches += 1;
         }
         r.matches += 1;
@@ -260,7 +319,16 @@ impl Openapi {
         }
     }
 
-    fn check_junctors(&self, s: &Schema, data: &Value, path: &mut String, r: &mut Res) {
+    /// `anyOf`, `oneOf`, `allOf`, `not`: each branch checks `data` itself, so the children it
+    /// reaches are matched with `old`'s as the node's own are.
+    fn check_junctors(
+        &self,
+        s: &Schema,
+        data: &Value,
+        old: Option<&Value>,
+        path: &mut String,
+        r: &mut Res,
+    ) {
         if !s.any_of.is_empty() {
             // The branches are tried quietly: a valid one is the same either way, and only
             // when none is valid are the errors of the closest one needed.
@@ -268,7 +336,7 @@ impl Openapi {
             let mut best: Option<(usize, Res)> = None;
             let mut success: Option<Res> = None;
             for (i, sub) in s.any_of.iter().enumerate() {
-                let res = self.quietly(|| self.node(sub, data, path));
+                let res = self.quietly(|| self.node(sub, data, old, path));
                 if res.is_valid() {
                     success = Some(res);
                     break;
@@ -285,7 +353,7 @@ impl Openapi {
                         quote(path)
                     )));
                     match best {
-                        Some((i, _)) if loud => r.merge(self.node(&s.any_of[i], data, path)),
+                        Some((i, _)) if loud => r.merge(self.node(&s.any_of[i], data, old, path)),
                         Some((_, quiet)) => r.merge(quiet),
                         None => {}
                     }
@@ -297,7 +365,7 @@ impl Openapi {
             let mut success: Option<Res> = None;
             let mut validated = 0;
             for sub in &s.one_of {
-                let res = self.node(sub, data, path);
+                let res = self.node(sub, data, old, path);
                 if res.is_valid() {
                     validated += 1;
                     best = None;
@@ -330,7 +398,7 @@ impl Openapi {
         if !s.all_of.is_empty() {
             let mut validated = 0;
             for sub in &s.all_of {
-                let res = self.node(sub, data, path);
+                let res = self.node(sub, data, old, path);
                 if res.is_valid() {
                     validated += 1;
                 }
@@ -349,7 +417,7 @@ impl Openapi {
             }
         }
         if let Some(not) = &s.not {
-            if self.quietly(|| self.node(not, data, path).is_valid()) {
+            if self.quietly(|| self.node(not, data, old, path).is_valid()) {
                 r.add(self.composite(format!(
                     "{} must not validate the schema (not)",
                     quote(path)
@@ -488,13 +556,22 @@ impl Openapi {
         }
     }
 
-    fn check_array(&self, s: &Schema, items: &[Value], path: &mut String, r: &mut Res) {
+    fn check_array(
+        &self,
+        s: &Schema,
+        items: &[Value],
+        old: Option<&Value>,
+        path: &mut String,
+        r: &mut Res,
+    ) {
         if let Some(item_schema) = &s.items {
             let len = path.len();
+            let old_items = old.and_then(Value::as_array);
             for (i, item) in items.iter().enumerate() {
                 // Writing to a String cannot fail.
                 let _ = write!(path, "[{i}]");
-                r.merge(self.node(item_schema, item, path));
+                let old_item = old_items.and_then(|o| old_list_item(s, o, item));
+                r.merge(self.ratcheted(item_schema, item, old_item, path));
                 path.truncate(len);
             }
         }
@@ -552,7 +629,15 @@ impl Openapi {
         });
     }
 
-    fn check_object(&self, s: &Schema, map: &Map<String, Value>, path: &mut String, r: &mut Res) {
+    fn check_object(
+        &self,
+        s: &Schema,
+        map: &Map<String, Value>,
+        old: Option<&Value>,
+        path: &mut String,
+        r: &mut Res,
+    ) {
+        let old_of = |key: &str| old.and_then(|o| o.get(key));
         let count = map.len() as i64;
         if let Some(min) = s.min_properties {
             if count < min {
@@ -581,7 +666,7 @@ impl Openapi {
                     if s.property_index(k).is_none() {
                         path.push('.');
                         path.push_str(k);
-                        r.merge(self.node(values, v, path));
+                        r.merge(self.ratcheted(values, v, old_of(k), path));
                         path.truncate(len);
                     }
                 }
@@ -606,7 +691,9 @@ impl Openapi {
                 // Only the name restrictions a CRD may declare for its objects' metadata.
                 for key in ["name", "generateName"] {
                     if let (Some(ks), Some(kv)) = (prop.property(key), v.get(key)) {
-                        r.merge(self.node(ks, kv, &mut format!("metadata.{key}")));
+                        let old = old_of("metadata").and_then(|m| m.get(key));
+                        let path = &mut format!("metadata.{key}");
+                        r.merge(self.ratcheted(ks, kv, old, path));
                     }
                 }
                 continue;
@@ -616,7 +703,7 @@ impl Openapi {
                 path.push('.');
             }
             path.push_str(name);
-            r.merge(self.node(prop, v, path));
+            r.merge(self.ratcheted(prop, v, old_of(name), path));
             path.truncate(len);
         }
         for k in &s.required {
@@ -691,6 +778,49 @@ fn is_json_integer(f: f64) -> bool {
     }
     let diff = (f - g).abs();
     diff / (f.abs() + g.abs()) < 1e-9
+}
+
+/// Whether `new` is what an update left of `old`, as Kubernetes' ratcheting decides it: items of
+/// `map` lists are matched by their keys (in any order), other lists compared whole, and an
+/// object's members one by one, where a member the schema does not describe (neither a
+/// property nor under `additionalProperties`) counts as changed.
+fn unchanged(s: &Schema, new: &Value, old: &Value) -> bool {
+    match (new, old) {
+        (Value::Array(n), Value::Array(o)) => match &s.items {
+            Some(items) if n.len() == o.len() && s.list_type.as_deref() == Some("map") => {
+                n.iter().all(|item| {
+                    old_list_item(s, o, item).is_some_and(|was| unchanged(items, item, was))
+                })
+            }
+            _ => go_deep_equal(new, old),
+        },
+        (Value::Object(n), Value::Object(o)) => {
+            n.len() == o.len()
+                && n.iter().all(|(k, v)| {
+                    let schema = match (s.property(k), &s.additional_properties) {
+                        (Some(p), _) => p,
+                        (None, Some(AdditionalProperties::Schema(values))) => values,
+                        (None, _) => return false,
+                    };
+                    o.get(k).is_some_and(|was| unchanged(schema, v, was))
+                })
+        }
+        _ => go_deep_equal(new, old),
+    }
+}
+
+/// The item of `old` (a list of schema `s`) that `item` replaces: the one with the same keys,
+/// in a `map` list. Items of other lists are not matched.
+fn old_list_item<'a>(s: &Schema, old: &'a [Value], item: &Value) -> Option<&'a Value> {
+    if s.list_type.as_deref() != Some("map") || s.list_map_keys.is_empty() {
+        return None;
+    }
+    let same_keys = |o: &Value| {
+        s.list_map_keys
+            .iter()
+            .all(|k| o.get(k).unwrap_or(&Value::Null) == item.get(k).unwrap_or(&Value::Null))
+    };
+    old.iter().find(|o| same_keys(o))
 }
 
 /// Go's `reflect.DeepEqual` of two decoded JSON values (`int64` and `float64` differ).

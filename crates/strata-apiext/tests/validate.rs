@@ -2,7 +2,8 @@
 //! gives for it (`<path>: <Type>: <value>: <detail>`), and the StatusCause reason.
 
 use serde_json::{json, Value};
-use strata_apiext::validate::validate;
+use strata_apiext::schema::Schema;
+use strata_apiext::validate::{rules_blocked_by, validate, validate_update_with};
 use strata_object::field::FieldErrorKind;
 
 /// A custom resource whose `spec` is `spec`.
@@ -543,4 +544,118 @@ fn embedded_resources_need_api_version_and_kind() {
             r#"spec.template.metadata.name: Invalid value: "a/b": may not contain '/'"#,
         ]
     );
+}
+
+/// The messages of an update of `old` to `new` (both `spec`s) under `props`.
+fn update_messages(props: Value, new: Value, old: Value) -> Vec<String> {
+    let schema = Schema::parse(&schema(props));
+    validate_update_with(&schema, &cr(new), &cr(old))
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn updates_ratchet_what_they_leave_unchanged() {
+    let props = json!({
+        "size": {"type": "integer", "maximum": 5},
+        "tier": {"type": "string", "enum": ["a", "b"]},
+        "note": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 3}},
+        "ports": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["port"],
+            "items": {"type": "object", "properties": {
+                "port": {"type": "integer"},
+                "name": {"type": "string", "maxLength": 3},
+            }},
+        },
+        "hosts": {"type": "array", "items": {"type": "string", "maxLength": 3}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                 "required": ["must"], "properties": {"must": {"type": "string"}}},
+    });
+    let old = json!({
+        "size": 9, "tier": "z", "note": "x",
+        "labels": {"long": "toolong", "ok": "ok"},
+        "ports": [{"port": 80, "name": "toolong"}, {"port": 81, "name": "ok"}],
+        "hosts": ["toolong"],
+        "free": {"other": 1},
+    });
+    // Changing something else: every failure is on a value left as it was.
+    let mut new = old.clone();
+    new["note"] = json!("y");
+    // A map list's items are matched by key, in any order; an item added is checked.
+    new["ports"] = json!([{"port": 81, "name": "ok"}, {"port": 80, "name": "toolong"},
+                          {"port": 82, "name": "ok"}]);
+    new["labels"]["new"] = json!("ok");
+    let got = update_messages(props.clone(), new.clone(), old.clone());
+    // `free` keeps a member its schema does not describe: Kubernetes counts it as changed.
+    assert_eq!(got, vec!["spec.free.must: Required value"], "{got:#?}");
+
+    // What the update changes must hold, however invalid it was before.
+    let mut changed = new.clone();
+    changed["size"] = json!(8);
+    changed["tier"] = json!("y");
+    changed["labels"]["long"] = json!("longer");
+    changed["ports"][1]["name"] = json!("longer");
+    changed["hosts"] = json!(["toolong", "ok"]);
+    changed["ports"][2]["name"] = json!("added");
+    let got = update_messages(props.clone(), changed, old.clone());
+    assert_eq!(
+        got,
+        vec![
+            "spec.size: Invalid value: 8: spec.size in body should be less than or equal to 5",
+            r#"spec.tier: Unsupported value: "y": supported values: "a", "b""#,
+            "spec.labels.long: Too long: value is too long",
+            "spec.ports[1].name: Too long: value is too long",
+            "spec.ports[2].name: Too long: value is too long",
+            "spec.hosts[0]: Too long: value is too long",
+            "spec.free.must: Required value",
+        ],
+    );
+
+    // A create, or an update from an object without those values, checks everything.
+    let created = messages(&schema(props.clone()), &cr(old.clone()));
+    assert_eq!(created.len(), 6, "{created:#?}");
+    let got = update_messages(props, old, json!({}));
+    assert_eq!(got, created);
+}
+
+#[test]
+fn list_duplicates_ratchet_only_when_the_old_object_had_some() {
+    let props = json!({
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "note": {"type": "string"},
+    });
+    let dup = json!({"tags": ["a", "a"], "note": "x"});
+    let mut edited = dup.clone();
+    edited["note"] = json!("y");
+    assert!(update_messages(props.clone(), edited, dup).is_empty());
+    let got = update_messages(props, json!({"tags": ["a", "a"]}), json!({"tags": ["a"]}));
+    assert_eq!(
+        got,
+        vec![r#"spec.tags[1]: Duplicate value: "a""#],
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn type_errors_and_the_like_keep_cel_rules_from_running() {
+    let errs = validate(
+        &schema(json!({"n": {"type": "integer"}, "s": {"type": "string", "pattern": "^a$"}})),
+        &cr(json!({"n": "x"})),
+    );
+    let blocked = rules_blocked_by(&errs).expect("a type error blocks the rules");
+    assert_eq!(
+        blocked.to_string(),
+        r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"#
+    );
+    // A pattern mismatch is Invalid, which leaves the rules to run.
+    let errs = validate(
+        &schema(json!({"s": {"type": "string", "pattern": "^a$"}})),
+        &cr(json!({"s": "b"})),
+    );
+    assert_eq!(errs.len(), 1);
+    assert!(rules_blocked_by(&errs).is_none());
 }

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use strata_apiext::cel::Rules;
 use strata_apiext::crd::ServedVersion;
 use strata_apiext::schema::Schema;
+use strata_apiext::validate;
 use strata_object::field::FieldError;
 use strata_object::resource::ScalePaths;
 use strata_object::{Object, Status};
@@ -188,11 +189,17 @@ impl Strategy for CustomResourceStrategy {
     fn validate_write(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let c = self.current();
         let value = obj.as_value();
-        let mut errors = strata_apiext::validate::validate_with(&c.schema, value);
+        // On an update, what failed the schema but the update left unchanged is not the
+        // writer's fault (ratcheting): Kubernetes lets the update through, and so do CEL rules.
+        let mut errors = match old {
+            Some(old) => validate::validate_update_with(&c.schema, value, old.as_value()),
+            None => validate::validate_with(&c.schema, value),
+        };
         if !c.rules.is_empty() {
-            // A rule failing on a value the update left unchanged is not the writer's fault
-            // (ratcheting): Kubernetes warns about it instead, and so the update goes through.
-            errors.extend(c.rules.evaluate(value, old.map(Object::as_value)).errors);
+            match validate::rules_blocked_by(&errors) {
+                Some(blocked) => errors.push(blocked),
+                None => errors.extend(c.rules.evaluate(value, old.map(Object::as_value)).errors),
+            }
         }
         errors
     }

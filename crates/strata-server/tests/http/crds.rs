@@ -709,6 +709,54 @@ async fn cel_rules_validate_custom_resources() {
     assert_status(&r, 422, "Invalid");
     assert!(text(&r).contains("max below 4"), "{}", text(&r));
 
+    // The schema ratchets too: a bound added later holds for the values a write changes only.
+    let mut crd = h.get(&format!("{CRDS}/ranges.example.com")).await.json();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["min"]["maximum"] = json!(1);
+    let r = h
+        .put_json(&format!("{CRDS}/ranges.example.com"), &crd)
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    until("the new bound applies", async || {
+        let r = h
+            .post_json(
+                &format!("{ranges}?dryRun=All"),
+                &range("probe", json!({"min": 2, "max": 3})),
+            )
+            .await;
+        r.code() == 422
+    })
+    .await;
+    let r = h
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"tags": ["x-2"]}}))
+        .await;
+    assert_eq!(r.code(), 200, "unchanged min 2 ratchets: {}", text(&r));
+    let r = h
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"min": 3}}))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    assert!(
+        text(&r).contains("spec.min in body should be less than or equal to 1"),
+        "{}",
+        text(&r)
+    );
+
+    // A value of the wrong type keeps the rules from running, as in Kubernetes.
+    let r = h
+        .post_json(ranges, &range("typo", json!({"min": "one", "max": 0})))
+        .await;
+    assert_status(&r, 422, "Invalid");
+    let body = text(&r);
+    assert!(
+        body.contains("spec.min in body must be of type integer"),
+        "{body}"
+    );
+    assert!(
+        body.contains("some validation rules were not checked because the object was invalid"),
+        "{body}"
+    );
+    assert!(!body.contains("min must not exceed max"), "{body}");
+
     // A rule that does not compile, or could cost too much, refuses the CRD itself.
     let mut broken = rules_crd();
     broken["metadata"]["name"] = json!("brokens.example.com");
