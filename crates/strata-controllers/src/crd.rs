@@ -269,8 +269,12 @@ impl CrdController {
             let entry = match existing {
                 Some(i) => {
                     let t = current.remove(i);
-                    t.strategy.set(&v);
-                    self.registry.update_type(v.info.clone());
+                    if t.strategy.set(&v) {
+                        // Objects read from storage now read differently: reload the cache.
+                        self.reload(&v).await;
+                    } else {
+                        self.registry.update_type(v.info.clone());
+                    }
                     Some(t)
                 }
                 None => self.add(&v).await,
@@ -282,6 +286,21 @@ impl CrdController {
                 .remove_type(&gone.group, &gone.version, &gone.resource);
         }
         served.insert(name.to_string(), next);
+    }
+
+    /// Serves `v` with its watch cache loaded again (its schema changed). Should the store not
+    /// answer, the old cache stays, with the new description.
+    async fn reload(&self, v: &ServedVersion) {
+        if let Err(e) = self.registry.reload_type(v.info.clone()).await {
+            tracing::warn!(
+                group = v.info.group,
+                version = v.info.version,
+                resource = v.info.resource,
+                error = %e.message,
+                "crd controller: cannot reload the watch cache of a custom resource type"
+            );
+            self.registry.update_type(v.info.clone());
+        }
     }
 
     async fn add(&self, v: &ServedVersion) -> Option<ServedType> {

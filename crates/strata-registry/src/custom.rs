@@ -26,6 +26,8 @@ use crate::{write, Body, PatchKind, RegisteredType, Registry, WriteOptions};
 struct Compiled {
     /// The version's schema, parsed once (patterns compiled).
     schema: Schema,
+    /// The schema as the CRD gives it, to tell whether a change of the CRD changes it.
+    source: Value,
     rules: Rules,
     status_subresource: bool,
     api_version: String,
@@ -52,10 +54,15 @@ impl CustomResourceStrategy {
         }
     }
 
-    /// Replaces the schema, rules and sub-resources (the CRD changed).
-    pub fn set(&self, version: &ServedVersion) {
+    /// Replaces the schema, rules and sub-resources (the CRD changed). True when the schema
+    /// changed, and with it what reading a stored object gives (defaults, pruning).
+    pub fn set(&self, version: &ServedVersion) -> bool {
         let compiled = Arc::new(Self::compile(version));
-        *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = compiled;
+        let old = std::mem::replace(
+            &mut *self.compiled.write().unwrap_or_else(|e| e.into_inner()),
+            compiled,
+        );
+        old.source != version.schema
     }
 
     /// Marks the definition as being deleted (creates answer 405 from now on).
@@ -70,6 +77,7 @@ impl CustomResourceStrategy {
         let rules = Rules::compile_stored(&version.schema);
         Compiled {
             schema: Schema::parse(&version.schema),
+            source: version.schema.clone(),
             rules,
             status_subresource: version.status_subresource,
             api_version: version.info.api_version(),

@@ -296,6 +296,54 @@ impl Registry {
         true
     }
 
+    /// [`Registry::update_type`] for a change of how the type's stored objects read (a CRD's
+    /// schema: the defaults and pruning applied on the way out of storage): the watch cache is
+    /// loaded again from the store, so every object reads as the new description says, and
+    /// the type's open watches end, as Kubernetes ends them when it rebuilds a custom
+    /// resource's storage; clients watch again. False when not served.
+    pub async fn reload_type(&self, info: ResourceType) -> Result<bool, Status> {
+        let _registering = self.registering.lock().await;
+        let Some(old) = self.lookup(&info.group, &info.version, &info.resource) else {
+            return Ok(false);
+        };
+        let decoder = Arc::new(JsonDecoder::new(&info, old.strategy.clone()));
+        let cache = self
+            .caches
+            .add_running(
+                &Self::cache_name(&info),
+                &info.key_prefix(),
+                decoder.clone(),
+            )
+            .await
+            .map_err(|e| Status::service_unavailable(format!("loading the watch cache: {e}")))?;
+        let next = Arc::new(RegisteredType {
+            info,
+            strategy: old.strategy.clone(),
+            cache,
+            decoder,
+            written: Default::default(),
+        });
+        next.wrote(old.written());
+        {
+            let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+            let mut all = Vec::clone(&types);
+            match all.iter().position(|t| Arc::ptr_eq(t, &old)) {
+                Some(i) => all[i] = next,
+                // Withdrawn meanwhile (the registration lock keeps out only other additions).
+                None => {
+                    drop(types);
+                    self.caches.remove(&next.cache);
+                    return Ok(false);
+                }
+            }
+            *types = Arc::new(all);
+        }
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.caches.remove(&old.cache);
+        Ok(true)
+    }
+
     /// Stops serving a type: it leaves routing, discovery and OpenAPI, its watches end and its
     /// cache is dropped. Requests already running finish against the type they found. Its
     /// stored objects stay (removing them is the caller's decision). False when not served.

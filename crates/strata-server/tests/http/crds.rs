@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{assert_status, Http, Reply, TestServer};
+use crate::common::{assert_status, Http, Next, Reply, TestServer};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -890,4 +890,86 @@ async fn defaulted_fields_are_owned_by_their_writer() {
         fields.get("f:replicas").is_some() && fields.get("f:mode").is_some(),
         "{fields}"
     );
+}
+
+/// Reads the CRD `name`, changes it with `edit` and writes it back, again when the CRD
+/// controller's status write came in between.
+async fn edit_crd(h: &Http, name: &str, edit: impl Fn(&mut Value)) {
+    let path = format!("{CRDS}/{name}");
+    for _ in 0..20 {
+        let mut crd = h.get(&path).await.json();
+        edit(&mut crd);
+        let r = h.put_json(&path, &crd).await;
+        if r.code() != 409 {
+            assert_eq!(r.code(), 200, "{}", text(&r));
+            return;
+        }
+    }
+    panic!("{name}: every update conflicted");
+}
+
+/// A schema change changes how stored objects read, as in Kubernetes, where the custom
+/// resource's storage is rebuilt: a default added later shows on objects written before it,
+/// from the cache too, and the type's open watches end so that clients list again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_change_reads_stored_objects_anew() {
+    let s = TestServer::start();
+    let h = s.http();
+    install(&h, &widget_crd(), WIDGETS).await;
+    let r = h.post_json(WIDGETS, &widget("old", json!({}))).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    assert_eq!(
+        h.get(&format!("{WIDGETS}/old")).await.json()["spec"]["replicas"],
+        1
+    );
+    let list_rv = h.get(WIDGETS).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = s
+        .watch(&format!("{WIDGETS}?watch=1&resourceVersion={list_rv}"))
+        .await;
+
+    // A change that leaves the schema alone keeps the cache and the watch.
+    edit_crd(&h, "widgets.example.com", |crd| {
+        crd["spec"]["names"]["shortNames"] = json!(["wd", "wdg"]);
+    })
+    .await;
+    let r = h.post_json(WIDGETS, &widget("during", json!({}))).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let added = watch.next_change().await;
+    assert_eq!(added["object"]["metadata"]["name"], "during", "{added}");
+
+    // A new field with a default.
+    edit_crd(&h, "widgets.example.com", |crd| {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["tier"] = json!({"type": "string", "default": "gold"});
+    })
+    .await;
+    until("stored objects read with the new default", async || {
+        h.get(&format!("{WIDGETS}/old")).await.json()["spec"]["tier"] == "gold"
+    })
+    .await;
+    let list = h.get(WIDGETS).await.json();
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{list}");
+    assert!(items.iter().all(|i| i["spec"]["tier"] == "gold"), "{list}");
+    // The watch opened before the change has ended (past any events it still had).
+    loop {
+        match watch.next_within(Duration::from_secs(10)).await {
+            Next::End => break,
+            Next::Event(e) => assert_ne!(e["type"], "ERROR", "{e}"),
+            Next::Idle => panic!("the watch did not end with the schema change"),
+        }
+    }
+    // Watching again from the list works, and sees what comes next with the default.
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut watch = s
+        .watch(&format!("{WIDGETS}?watch=1&resourceVersion={rv}"))
+        .await;
+    let r = h.post_json(WIDGETS, &widget("new", json!({}))).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let added = watch.next_change().await;
+    assert_eq!(added["object"]["metadata"]["name"], "new", "{added}");
+    assert_eq!(added["object"]["spec"]["tier"], "gold", "{added}");
 }
