@@ -55,7 +55,7 @@ impl CustomResourceStrategy {
     }
 
     /// Replaces the schema, rules and sub-resources (the CRD changed). True when the schema
-    /// changed, and with it what reading a stored object gives (defaults, pruning).
+    /// changed, and with it what reading a stored object gives (its defaults).
     pub fn set(&self, version: &ServedVersion) -> bool {
         let compiled = Arc::new(Self::compile(version));
         let old = std::mem::replace(

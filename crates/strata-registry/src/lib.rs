@@ -247,6 +247,18 @@ impl Registry {
                 &info.resource,
             ));
         }
+        let loaded = self.load(info, strategy).await?;
+        self.publish(loaded);
+        Ok(())
+    }
+
+    /// The registration of a type served from now on, its watch cache loaded at the revision
+    /// the other caches are at.
+    async fn load(
+        &self,
+        info: ResourceType,
+        strategy: Arc<dyn Strategy>,
+    ) -> Result<RegisteredType, Status> {
         let decoder = Arc::new(JsonDecoder::new(&info, strategy.clone()));
         let cache = self
             .caches
@@ -257,14 +269,13 @@ impl Registry {
             )
             .await
             .map_err(|e| Status::service_unavailable(format!("loading the watch cache: {e}")))?;
-        self.publish(RegisteredType {
+        Ok(RegisteredType {
             info,
             strategy,
             cache,
             decoder,
             written: Default::default(),
-        });
-        Ok(())
+        })
     }
 
     /// Replaces the description of a served type (its columns, names, sub-resources, schema),
@@ -306,23 +317,7 @@ impl Registry {
         let Some(old) = self.lookup(&info.group, &info.version, &info.resource) else {
             return Ok(false);
         };
-        let decoder = Arc::new(JsonDecoder::new(&info, old.strategy.clone()));
-        let cache = self
-            .caches
-            .add_running(
-                &Self::cache_name(&info),
-                &info.key_prefix(),
-                decoder.clone(),
-            )
-            .await
-            .map_err(|e| Status::service_unavailable(format!("loading the watch cache: {e}")))?;
-        let next = Arc::new(RegisteredType {
-            info,
-            strategy: old.strategy.clone(),
-            cache,
-            decoder,
-            written: Default::default(),
-        });
+        let next = Arc::new(self.load(info, old.strategy.clone()).await?);
         next.wrote(old.written());
         {
             let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
