@@ -195,6 +195,14 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn validate_write(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        self.validate_write_warned(obj, old).0
+    }
+
+    fn validate_write_warned(
+        &self,
+        obj: &Object,
+        old: Option<&Object>,
+    ) -> (Vec<FieldError>, Vec<String>) {
         let c = self.current();
         let value = obj.as_value();
         // On an update, what failed the schema but the update left unchanged is not the
@@ -203,13 +211,19 @@ impl Strategy for CustomResourceStrategy {
             Some(old) => validate::validate_update_with(&c.schema, value, old.as_value()),
             None => validate::validate_with(&c.schema, value),
         };
+        let mut warnings = Vec::new();
         if !c.rules.is_empty() {
             match validate::rules_blocked_by(&errors) {
                 Some(blocked) => errors.push(blocked),
-                None => errors.extend(c.rules.evaluate(value, old.map(Object::as_value)).errors),
+                None => {
+                    // Kubernetes tells the writer about the ratcheted failures as warnings.
+                    let evaluated = c.rules.evaluate(value, old.map(Object::as_value));
+                    errors.extend(evaluated.errors);
+                    warnings = evaluated.warnings;
+                }
             }
         }
-        errors
+        (errors, warnings)
     }
 
     fn convert_from_storage(&self, obj: &mut Object) {
@@ -373,35 +387,44 @@ impl Registry {
             opts.check_patch(*kind)?;
         }
         let (written, _) = self
-            .guaranteed_update(rt, namespace, name, &opts, None, "", |current| {
-                let scale = match &change {
-                    ScaleChange::Replace(body) => body.value.clone(),
-                    ScaleChange::Patch(kind, patch) => {
-                        let now = scale_of(current, &paths);
-                        let kind = match kind {
-                            // A Scale has no lists: strategic merge and apply are merges.
-                            PatchKind::Strategic | PatchKind::Apply => PatchKind::Merge,
-                            k => *k,
-                        };
-                        if kind == PatchKind::Merge && !patch.value.is_object() {
-                            return Err(Status::bad_request(
-                                "error decoding patch: the patch must be a JSON object",
-                            ));
+            .guaranteed_update(
+                rt,
+                namespace,
+                name,
+                &opts,
+                None,
+                "",
+                &mut Vec::new(),
+                |current| {
+                    let scale = match &change {
+                        ScaleChange::Replace(body) => body.value.clone(),
+                        ScaleChange::Patch(kind, patch) => {
+                            let now = scale_of(current, &paths);
+                            let kind = match kind {
+                                // A Scale has no lists: strategic merge and apply are merges.
+                                PatchKind::Strategic | PatchKind::Apply => PatchKind::Merge,
+                                k => *k,
+                            };
+                            if kind == PatchKind::Merge && !patch.value.is_object() {
+                                return Err(Status::bad_request(
+                                    "error decoding patch: the patch must be a JSON object",
+                                ));
+                            }
+                            write::apply_patch(&rt.info, kind, &now, &patch.value)?
                         }
-                        write::apply_patch(&rt.info, kind, &now, &patch.value)?
-                    }
-                };
-                let (replicas, resource_version) = desired_replicas(&scale, name)?;
-                let mut next = current.clone();
-                set_at(&mut next, &paths.spec_replicas, json!(replicas));
-                // A resourceVersion the Scale names is a precondition on the object.
-                next.set_resource_version(if resource_version.is_empty() {
-                    ""
-                } else {
-                    &resource_version
-                });
-                Ok(next)
-            })
+                    };
+                    let (replicas, resource_version) = desired_replicas(&scale, name)?;
+                    let mut next = current.clone();
+                    set_at(&mut next, &paths.spec_replicas, json!(replicas));
+                    // A resourceVersion the Scale names is a precondition on the object.
+                    next.set_resource_version(if resource_version.is_empty() {
+                        ""
+                    } else {
+                        &resource_version
+                    });
+                    Ok(next)
+                },
+            )
             .await?;
         Ok(scale_of(&written, &paths))
     }

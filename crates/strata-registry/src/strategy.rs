@@ -46,6 +46,16 @@ pub trait Strategy: Send + Sync + 'static {
         errors
     }
 
+    /// [`Strategy::validate_write`] with the warnings the checks give the writer besides (a
+    /// custom resource's CEL rule failing on a value an update left unchanged).
+    fn validate_write_warned(
+        &self,
+        obj: &Object,
+        old: Option<&Object>,
+    ) -> (Vec<FieldError>, Vec<String>) {
+        (self.validate_write(obj, old), Vec::new())
+    }
+
     /// Normalizes an update through sub-resource `subresource` (`status`, `finalize`) of `old`
     /// into `new`: what the sub-resource may not change is copied back from `old`.
     fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Object, _old: &Object) {

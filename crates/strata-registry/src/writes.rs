@@ -340,11 +340,21 @@ impl Registry {
             obj.set_namespace("");
         }
         let precondition = obj.resource_version().to_owned();
+        let mut warnings = warnings;
+        let mut checked = Vec::new();
         let (object, json) = self
-            .guaranteed_update(rt, namespace, name, opts, None, &precondition, |_| {
-                Ok(obj.clone())
-            })
+            .guaranteed_update(
+                rt,
+                namespace,
+                name,
+                opts,
+                None,
+                &precondition,
+                &mut checked,
+                |_| Ok(obj.clone()),
+            )
             .await?;
+        warnings.extend(checked);
         Ok(Written {
             object,
             warnings,
@@ -382,20 +392,32 @@ impl Registry {
             ));
         }
         let mut warnings = Vec::new();
+        let mut checked = Vec::new();
         let (object, json) = self
-            .guaranteed_update(rt, namespace, name, opts, None, "", |current| {
-                let mut doc = write::apply_patch(&rt.info, kind, current.as_value(), &patch.value)?;
-                let found = write::check_fields(
-                    &rt.info,
-                    &mut doc,
-                    &patch.duplicates,
-                    opts.field_validation,
-                    write::Stage::Patch,
-                )?;
-                warnings = found;
-                self.decode_patched(rt, doc)
-            })
+            .guaranteed_update(
+                rt,
+                namespace,
+                name,
+                opts,
+                None,
+                "",
+                &mut checked,
+                |current| {
+                    let mut doc =
+                        write::apply_patch(&rt.info, kind, current.as_value(), &patch.value)?;
+                    let found = write::check_fields(
+                        &rt.info,
+                        &mut doc,
+                        &patch.duplicates,
+                        opts.field_validation,
+                        write::Stage::Patch,
+                    )?;
+                    warnings = found;
+                    self.decode_patched(rt, doc)
+                },
+            )
             .await?;
+        warnings.extend(checked);
         Ok(Written {
             object,
             warnings,
@@ -417,7 +439,7 @@ impl Registry {
             mut value,
             duplicates,
         } = patch;
-        let warnings = write::check_fields(
+        let mut warnings = write::check_fields(
             &rt.info,
             &mut value,
             &duplicates,
@@ -430,6 +452,7 @@ impl Registry {
             .and_then(Value::as_str)
             .unwrap_or("");
         loop {
+            let mut checked = Vec::new();
             let updated = self
                 .guaranteed_update(
                     rt,
@@ -438,17 +461,19 @@ impl Registry {
                     opts,
                     Some(&applied),
                     precondition,
+                    &mut checked,
                     |current| Ok(current.clone()),
                 )
                 .await;
             match updated {
                 Ok((object, json)) => {
+                    warnings.extend(checked);
                     return Ok(Written {
                         object,
                         warnings,
                         created: false,
                         json,
-                    })
+                    });
                 }
                 // Only the main resource creates: a sub-resource (`/status`) of a missing
                 // object is 404, as Kubernetes' sub-resources never create on update.
@@ -493,6 +518,7 @@ impl Registry {
     /// updates do not spin on compare-and-swap failures. Dry runs only read. `precondition` is
     /// the `resourceVersion` the update requires when known beforehand (a PUT's, an applied
     /// configuration's): an update bound to fail on it is answered without waiting for a turn.
+    /// `warnings` receives what validating the object written warns about.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn guaranteed_update(
         &self,
@@ -502,6 +528,7 @@ impl Registry {
         opts: &WriteOptions,
         applied: Option<&Value>,
         precondition: &str,
+        warnings: &mut Vec<String>,
         mut mutate: impl FnMut(&Object) -> Result<Object, Status>,
     ) -> Result<(Object, Option<Bytes>), Status> {
         let key = rt.info.key(namespace, name);
@@ -509,7 +536,7 @@ impl Registry {
         // neither gains from taking turns.
         if opts.dry_run || to_revision(precondition).ok().flatten().is_some() {
             return self
-                .update_directly(rt, &key, name, opts, applied, &mut mutate)
+                .update_directly(rt, &key, name, opts, applied, warnings, &mut mutate)
                 .await;
         }
         let entered = self.key_queues.enter(&key);
@@ -543,7 +570,7 @@ impl Registry {
                 }
             };
             let (mut obj, planned) = match self
-                .plan_update(rt, name, opts, applied, &mut mutate, &current)
+                .plan_update(rt, name, opts, applied, &mut mutate, &current, warnings)
                 .inspect_err(|e| self.note_conflict(&key, e))?
             {
                 Planned::Write(obj, planned) => (obj, planned),
@@ -630,6 +657,7 @@ impl Registry {
 
     /// The update without turns: read, build, compare-and-swap, and again on a conflict (which
     /// then fails a precondition). A dry run stops before the write.
+    #[allow(clippy::too_many_arguments)]
     async fn update_directly(
         &self,
         rt: &RegisteredType,
@@ -637,12 +665,13 @@ impl Registry {
         name: &str,
         opts: &WriteOptions,
         applied: Option<&Value>,
+        warnings: &mut Vec<String>,
         mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
     ) -> Result<(Object, Option<Bytes>), Status> {
         loop {
             let (kv, current) = self.read_current(rt, key, name).await?;
             let planned = self
-                .plan_update(rt, name, opts, applied, mutate, &current)
+                .plan_update(rt, name, opts, applied, mutate, &current, warnings)
                 .inspect_err(|e| self.note_conflict(key, e))?;
             let (mut obj, written) = match planned {
                 Planned::Delete(obj) if opts.dry_run => (obj, None),
@@ -729,7 +758,9 @@ impl Registry {
     }
 
     /// One attempt of an update on top of `current`: the new object, checked and ready to
-    /// store, or the error that ends the update.
+    /// store, or the error that ends the update. `warnings` is set to what the checks of this
+    /// attempt warn about.
+    #[allow(clippy::too_many_arguments)]
     fn plan_update(
         &self,
         rt: &RegisteredType,
@@ -738,6 +769,7 @@ impl Registry {
         applied: Option<&Value>,
         mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
         current: &Object,
+        warnings: &mut Vec<String>,
     ) -> Result<Planned, Status> {
         let info = &rt.info;
         let mut obj = match applied {
@@ -769,9 +801,12 @@ impl Registry {
                 .prepare_for_subresource_update(&opts.subresource, &mut obj, current);
         }
         obj.drop_empty_metadata();
+        warnings.clear();
         if errors.is_empty() {
             errors.extend(validation::validate_object_meta(info, &obj));
-            errors.extend(rt.strategy.validate_write(&obj, Some(current)));
+            let (invalid, warned) = rt.strategy.validate_write_warned(&obj, Some(current));
+            errors.extend(invalid);
+            *warnings = warned;
         }
         if !errors.is_empty() {
             return Err(Status::invalid(&info.group, &info.kind, name, &errors));

@@ -703,6 +703,14 @@ async fn cel_rules_validate_custom_resources() {
         .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"min": 2}}))
         .await;
     assert_eq!(r.code(), 200, "unchanged max 5 ratchets: {}", text(&r));
+    // The writer is told, as Kubernetes tells it: a warning with the rule's error.
+    let warning = r.header("warning");
+    assert!(
+        warning.starts_with("299 - ")
+            && warning.contains("spec.max: Invalid value")
+            && warning.contains("max below 4"),
+        "{warning:?}"
+    );
     let r = h
         .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"max": 6}}))
         .await;
