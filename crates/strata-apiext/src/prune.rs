@@ -15,13 +15,7 @@ const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 /// `apiVersion`, `kind` and `metadata` stay.
 pub fn prune(schema: &Schema, object: &mut Value, is_resource_root: bool) -> Vec<String> {
     let mut pruned = Vec::new();
-    if is_resource_root && !schema.embedded_resource {
-        let mut root = schema.clone();
-        root.embedded_resource = true;
-        walk(object, Some(&root), "", &mut pruned);
-    } else {
-        walk(object, Some(schema), "", &mut pruned);
-    }
+    walk(object, Some(schema), is_resource_root, "", &mut pruned);
     pruned.sort();
     pruned
 }
@@ -51,9 +45,11 @@ fn other_key_schema(s: &Schema) -> Option<Option<&Schema>> {
     }
 }
 
-fn walk(x: &mut Value, s: Option<&Schema>, path: &str, pruned: &mut Vec<String>) {
+/// Prunes `x`, of schema `s`; `root` when `x` is the resource itself, which keeps its
+/// `apiVersion`, `kind` and `metadata` as an embedded resource does.
+fn walk(x: &mut Value, s: Option<&Schema>, root: bool, path: &str, pruned: &mut Vec<String>) {
     if let Some(s) = s.filter(|s| s.preserve_unknown_fields) {
-        skip(x, s, path, pruned);
+        skip(x, s, root, path, pruned);
         return;
     }
     match x {
@@ -66,15 +62,15 @@ fn walk(x: &mut Value, s: Option<&Schema>, path: &str, pruned: &mut Vec<String>)
                 return;
             };
             map.retain(|k, v| {
-                if s.embedded_resource && META_FIELDS.contains(&k.as_str()) {
+                if (root || s.embedded_resource) && META_FIELDS.contains(&k.as_str()) {
                     return true;
                 }
                 let child = key_path(path, k);
                 if let Some(prop) = s.property(k) {
-                    walk(v, Some(prop), &child, pruned);
+                    walk(v, Some(prop), false, &child, pruned);
                     true
                 } else if let Some(values) = other_key_schema(s) {
-                    walk(v, values, &child, pruned);
+                    walk(v, values, false, &child, pruned);
                     true
                 } else {
                     if !META_FIELDS.contains(&k.as_str()) || !path.is_empty() {
@@ -87,7 +83,7 @@ fn walk(x: &mut Value, s: Option<&Schema>, path: &str, pruned: &mut Vec<String>)
         Value::Array(items) => {
             let item = s.and_then(|s| s.items.as_deref());
             for (i, v) in items.iter_mut().enumerate() {
-                walk(v, item, &format!("{path}[{i}]"), pruned);
+                walk(v, item, false, &format!("{path}[{i}]"), pruned);
             }
         }
         _ => {}
@@ -96,25 +92,25 @@ fn walk(x: &mut Value, s: Option<&Schema>, path: &str, pruned: &mut Vec<String>)
 
 /// Below `x-kubernetes-preserve-unknown-fields`: unknown keys stay, specified ones are pruned
 /// by their own schemas.
-fn skip(x: &mut Value, s: &Schema, path: &str, pruned: &mut Vec<String>) {
+fn skip(x: &mut Value, s: &Schema, root: bool, path: &str, pruned: &mut Vec<String>) {
     match x {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                if s.embedded_resource && META_FIELDS.contains(&k.as_str()) {
+                if (root || s.embedded_resource) && META_FIELDS.contains(&k.as_str()) {
                     continue;
                 }
                 let child = key_path(path, k);
                 if let Some(prop) = s.property(k) {
-                    walk(v, Some(prop), &child, pruned);
+                    walk(v, Some(prop), false, &child, pruned);
                 } else if let Some(values) = other_key_schema(s) {
-                    walk(v, values, &child, pruned);
+                    walk(v, values, false, &child, pruned);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = &s.items {
                 for (i, v) in items.iter_mut().enumerate() {
-                    skip(v, item, &format!("{path}[{i}]"), pruned);
+                    skip(v, item, false, &format!("{path}[{i}]"), pruned);
                 }
             }
         }

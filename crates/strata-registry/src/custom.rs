@@ -55,7 +55,7 @@ impl CustomResourceStrategy {
     }
 
     /// Replaces the schema, rules and sub-resources (the CRD changed). True when the schema
-    /// changed, and with it what reading a stored object gives (its defaults).
+    /// changed, and with it what reading a stored object gives (pruning, defaults).
     pub fn set(&self, version: &ServedVersion) -> bool {
         let compiled = Arc::new(Self::compile(version));
         let old = std::mem::replace(
@@ -112,8 +112,15 @@ impl CustomResourceStrategy {
     }
 
     fn default(c: &Compiled, obj: &mut Object) {
+        Self::with_value(obj, |value| {
+            strata_apiext::defaults::apply_defaults_with(&c.schema, value)
+        });
+    }
+
+    /// Runs `change` on `obj` as a JSON value.
+    fn with_value(obj: &mut Object, change: impl FnOnce(&mut Value)) {
         let mut value = Value::Object(std::mem::take(obj.as_map_mut()));
-        strata_apiext::defaults::apply_defaults_with(&c.schema, &mut value);
+        change(&mut value);
         if let Value::Object(m) = value {
             *obj.as_map_mut() = m;
         }
@@ -230,7 +237,12 @@ impl Strategy for CustomResourceStrategy {
         let c = self.current();
         obj.as_map_mut()
             .insert("apiVersion".into(), Value::String(c.api_version.clone()));
-        Self::default(&c, obj);
+        // Read as Kubernetes reads a stored object: what the schema no longer describes (a
+        // field removed from it since the object was written) is dropped, then defaults apply.
+        Self::with_value(obj, |value| {
+            strata_apiext::prune::prune(&c.schema, value, true);
+            strata_apiext::defaults::apply_defaults_with(&c.schema, value);
+        });
     }
 
     fn to_storage<'a>(&self, obj: &'a Object) -> Cow<'a, Object> {

@@ -918,7 +918,8 @@ async fn edit_crd(h: &Http, name: &str, edit: impl Fn(&mut Value)) {
 
 /// A schema change changes how stored objects read, as in Kubernetes, where the custom
 /// resource's storage is rebuilt: a default added later shows on objects written before it,
-/// from the cache too, and the type's open watches end so that clients list again.
+/// a field removed from the schema no longer does, from the cache too, and the type's open
+/// watches end so that clients list again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schema_change_reads_stored_objects_anew() {
     let s = TestServer::start();
@@ -948,20 +949,28 @@ async fn a_schema_change_reads_stored_objects_anew() {
     let added = watch.next_change().await;
     assert_eq!(added["object"]["metadata"]["name"], "during", "{added}");
 
-    // A new field with a default.
+    // A new field with a default, and a field (stored with its default) gone from the schema.
     edit_crd(&h, "widgets.example.com", |crd| {
-        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-            ["properties"]["tier"] = json!({"type": "string", "default": "gold"});
+        let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+            ["spec"]["properties"];
+        spec["tier"] = json!({"type": "string", "default": "gold"});
+        spec.as_object_mut().unwrap().remove("mode");
     })
     .await;
-    until("stored objects read with the new default", async || {
-        h.get(&format!("{WIDGETS}/old")).await.json()["spec"]["tier"] == "gold"
+    until("stored objects read with the new schema", async || {
+        let old = h.get(&format!("{WIDGETS}/old")).await.json();
+        old["spec"]["tier"] == "gold" && old["spec"].get("mode").is_none()
     })
     .await;
     let list = h.get(WIDGETS).await.json();
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 2, "{list}");
-    assert!(items.iter().all(|i| i["spec"]["tier"] == "gold"), "{list}");
+    assert!(
+        items
+            .iter()
+            .all(|i| i["spec"]["tier"] == "gold" && i["spec"].get("mode").is_none()),
+        "{list}"
+    );
     // The watch opened before the change has ended (past any events it still had).
     loop {
         match watch.next_within(Duration::from_secs(10)).await {
