@@ -319,7 +319,7 @@ impl Registry {
         body: impl Into<Body>,
         opts: &WriteOptions,
     ) -> Result<Written, Status> {
-        let (mut obj, warnings) = self.checked_body(rt, body.into(), opts)?;
+        let (mut obj, mut warnings) = self.checked_body(rt, body.into(), opts)?;
         if obj.name() != name {
             return Err(Status::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -340,7 +340,6 @@ impl Registry {
             obj.set_namespace("");
         }
         let precondition = obj.resource_version().to_owned();
-        let mut warnings = warnings;
         let mut checked = Vec::new();
         let (object, json) = self
             .guaranteed_update(
