@@ -390,6 +390,9 @@ pub struct WatchCache {
     encodes: Arc<EncodeCounter>,
     dispatched: AtomicU64,
     overflowed: AtomicU64,
+    /// Set by [`Caches::remove`]: the feed no longer follows the cache, so it never gets
+    /// further than it is.
+    removed: AtomicBool,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -437,20 +440,24 @@ impl WatchCache {
         *self.revision.borrow()
     }
 
-    /// Waits until the cache reaches `min`, for at most `timeout`.
+    /// Waits until the cache reaches `min`, for at most `timeout`. A cache that is removed
+    /// meanwhile (or was already) stops the wait at once: it will not get there.
     pub async fn wait_for(&self, min: Revision, timeout: Duration) -> Result<(), CacheError> {
-        if self.revision() >= min {
+        let removed = || self.removed.load(Ordering::SeqCst);
+        if self.revision() < min && !removed() {
+            let mut rx = self.revision.subscribe();
+            let waited = rx.wait_for(|r| *r >= min || removed());
+            // Timing out leaves the revision short of `min`, which the check below reports.
+            let _ = tokio::time::timeout(timeout, waited).await;
+        }
+        let current = self.revision();
+        if current >= min {
             return Ok(());
         }
-        let mut rx = self.revision.subscribe();
-        let reached = tokio::time::timeout(timeout, rx.wait_for(|r| *r >= min)).await;
-        match reached {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(CacheError::TooLarge {
-                requested: min,
-                current: self.revision(),
-            }),
-        }
+        Err(CacheError::TooLarge {
+            requested: min,
+            current,
+        })
     }
 
     /// One object and the revision the cache is at.
@@ -910,6 +917,9 @@ impl Caches {
     pub fn remove(&self, cache: &Arc<WatchCache>) {
         self.list_caches().retain(|c| !Arc::ptr_eq(c, cache));
         cache.lock().watchers.clear();
+        // Whoever waits for the cache to move on waits in vain: wake them.
+        cache.removed.store(true, Ordering::SeqCst);
+        cache.revision.send_modify(|_| {});
     }
 
     fn new_cache(
@@ -937,6 +947,7 @@ impl Caches {
             encodes: Arc::default(),
             dispatched: AtomicU64::new(0),
             overflowed: AtomicU64::new(0),
+            removed: AtomicBool::new(false),
         })
     }
 

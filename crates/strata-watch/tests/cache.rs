@@ -454,3 +454,33 @@ async fn a_large_start_loads_every_object_in_order() {
     assert!(revs.len() > 900, "{} events replayed", revs.len());
     assert!(revs.windows(2).all(|p| p[0] < p[1]));
 }
+
+/// A cache removed while a read waits for it to reach a revision ends the wait at once (the
+/// read then goes to the store) instead of holding the read until its timeout. The clock is
+/// tokio's paused one, which jumps to the timeout as soon as nothing else can happen.
+#[tokio::test(start_paused = true)]
+async fn removing_a_cache_ends_the_waits_for_it() {
+    let store = Arc::new(MemoryStore::new());
+    let caches = Arc::new(Caches::new(store.clone(), CacheConfig::default()));
+    let cache = caches.add("things", "/t/", Arc::new(Numbers));
+    caches.start().await.unwrap();
+    put(&store, "/t/a", 1).await;
+    let ahead = Revision(cache.revision().get() + 100);
+    let timeout = Duration::from_secs(3600);
+    let started = tokio::time::Instant::now();
+    let waiting = tokio::spawn({
+        let cache = cache.clone();
+        async move { cache.wait_for(ahead, timeout).await }
+    });
+    tokio::task::yield_now().await;
+    caches.remove(&cache);
+    let got = waiting.await.unwrap();
+    assert!(matches!(got, Err(CacheError::TooLarge { .. })), "{got:?}");
+    assert!(started.elapsed() < timeout, "the wait ran to its timeout");
+    // Later waits on the removed cache do not start.
+    let started = tokio::time::Instant::now();
+    assert!(cache.wait_for(ahead, timeout).await.is_err());
+    assert!(started.elapsed() < timeout);
+    // A revision it has reached is still reached.
+    assert!(cache.wait_for(cache.revision(), timeout).await.is_ok());
+}
