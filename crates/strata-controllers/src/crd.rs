@@ -292,12 +292,10 @@ impl CrdController {
     /// answer, the old cache stays, with the new description.
     async fn reload(&self, v: &ServedVersion) {
         if let Err(e) = self.registry.reload_type(v.info.clone()).await {
-            tracing::warn!(
-                group = v.info.group,
-                version = v.info.version,
-                resource = v.info.resource,
-                error = %e.message,
-                "crd controller: cannot reload the watch cache of a custom resource type"
+            warn_type(
+                v,
+                &e,
+                "cannot reload the watch cache of a custom resource type",
             );
             self.registry.update_type(v.info.clone());
         }
@@ -317,13 +315,7 @@ impl CrdController {
                 strategy,
             }),
             Err(e) => {
-                tracing::warn!(
-                    group = v.info.group,
-                    version = v.info.version,
-                    resource = v.info.resource,
-                    error = %e.message,
-                    "crd controller: cannot serve a custom resource type"
-                );
+                warn_type(v, &e, "cannot serve a custom resource type");
                 None
             }
         }
@@ -602,6 +594,17 @@ fn desired_status(crd: &Value, others: &[Value]) -> Value {
     }
     status["storedVersions"] = Value::Array(stored);
     status
+}
+
+/// Logs that the controller could not do `what` for the type of `v`, and why.
+fn warn_type(v: &ServedVersion, e: &Status, what: &str) {
+    tracing::warn!(
+        group = v.info.group,
+        version = v.info.version,
+        resource = v.info.resource,
+        error = %e.message,
+        "crd controller: {what}"
+    );
 }
 
 #[cfg(test)]

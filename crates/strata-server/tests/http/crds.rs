@@ -614,6 +614,23 @@ fn rules_crd() -> Value {
     })
 }
 
+/// Tightens the `spec` properties of the ranges CRD with `edit`, and waits until a dry-run
+/// create of `probe`, which the change makes invalid, is refused.
+async fn tighten_spec(h: &Http, ranges: &str, probe: &Value, edit: impl Fn(&mut Value)) {
+    edit_crd(h, "ranges.example.com", |crd| {
+        edit(
+            &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                ["properties"],
+        )
+    })
+    .await;
+    until("the tightened schema applies", async || {
+        let r = h.post_json(&format!("{ranges}?dryRun=All"), probe).await;
+        r.code() == 422
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cel_rules_validate_custom_resources() {
     let s = TestServer::start();
@@ -681,23 +698,15 @@ async fn cel_rules_validate_custom_resources() {
 
     // A rule added later holds new values; a value an update leaves alone is not refused for
     // it (Kubernetes' ratcheting).
-    let mut crd = h.get(&format!("{CRDS}/ranges.example.com")).await.json();
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["max"]["x-kubernetes-validations"] =
-        json!([{"rule": "self < 4", "message": "max below 4"}]);
-    let r = h
-        .put_json(&format!("{CRDS}/ranges.example.com"), &crd)
-        .await;
-    assert_eq!(r.code(), 200, "{}", text(&r));
-    until("the new rule applies", async || {
-        let r = h
-            .post_json(
-                &format!("{ranges}?dryRun=All"),
-                &range("probe", json!({"min": 1, "max": 9})),
-            )
-            .await;
-        r.code() == 422
-    })
+    tighten_spec(
+        &h,
+        ranges,
+        &range("probe", json!({"min": 1, "max": 9})),
+        |spec| {
+            spec["max"]["x-kubernetes-validations"] =
+                json!([{"rule": "self < 4", "message": "max below 4"}]);
+        },
+    )
     .await;
     let r = h
         .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"min": 2}}))
@@ -718,22 +727,14 @@ async fn cel_rules_validate_custom_resources() {
     assert!(text(&r).contains("max below 4"), "{}", text(&r));
 
     // The schema ratchets too: a bound added later holds for the values a write changes only.
-    let mut crd = h.get(&format!("{CRDS}/ranges.example.com")).await.json();
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["min"]["maximum"] = json!(1);
-    let r = h
-        .put_json(&format!("{CRDS}/ranges.example.com"), &crd)
-        .await;
-    assert_eq!(r.code(), 200, "{}", text(&r));
-    until("the new bound applies", async || {
-        let r = h
-            .post_json(
-                &format!("{ranges}?dryRun=All"),
-                &range("probe", json!({"min": 2, "max": 3})),
-            )
-            .await;
-        r.code() == 422
-    })
+    tighten_spec(
+        &h,
+        ranges,
+        &range("probe", json!({"min": 2, "max": 3})),
+        |spec| {
+            spec["min"]["maximum"] = json!(1);
+        },
+    )
     .await;
     let r = h
         .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"tags": ["x-2"]}}))
