@@ -383,7 +383,8 @@ impl Registry {
     }
 
     /// Writes the `scale` sub-resource: a Scale (PUT), or a patch of the current Scale. Only
-    /// the desired replicas reach the object. Answers the new Scale.
+    /// the desired replicas reach the object. Answers the new Scale, and the warnings of the
+    /// object's validation (rules the unchanged rest of the object still fails).
     pub async fn write_scale(
         &self,
         rt: &RegisteredType,
@@ -391,13 +392,14 @@ impl Registry {
         name: &str,
         change: ScaleChange,
         opts: &WriteOptions,
-    ) -> Result<Value, Status> {
+    ) -> Result<(Value, Vec<String>), Status> {
         let paths = Self::scale_paths(rt)?.clone();
         let mut opts = opts.clone();
         opts.subresource = "scale".into();
         if let ScaleChange::Patch(kind, _) = &change {
             opts.check_patch(*kind)?;
         }
+        let mut warnings = Vec::new();
         let (written, _) = self
             .guaranteed_update(
                 rt,
@@ -406,7 +408,7 @@ impl Registry {
                 &opts,
                 None,
                 "",
-                &mut Vec::new(),
+                &mut warnings,
                 |current| {
                     let scale = match &change {
                         ScaleChange::Replace(body) => body.value.clone(),
@@ -438,7 +440,7 @@ impl Registry {
                 },
             )
             .await?;
-        Ok(scale_of(&written, &paths))
+        Ok((scale_of(&written, &paths), warnings))
     }
 }
 

@@ -155,6 +155,8 @@ async fn scale(
         })?;
         ScaleChange::Patch(kind, body)
     };
-    let scale = fe.registry.write_scale(rt, ns, name, change, &opts).await?;
-    Ok(respond::value(200, &scale, &output, render))
+    let (scale, warnings) = fe.registry.write_scale(rt, ns, name, change, &opts).await?;
+    let mut resp = respond::value(200, &scale, &output, render);
+    respond::add_warnings(&mut resp, &warnings);
+    Ok(resp)
 }

@@ -588,9 +588,13 @@ fn rules_crd() -> Value {
             "names": {"plural": "ranges", "singular": "range", "kind": "Range"},
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
+                "subresources": {"scale": {"specReplicasPath": ".spec.min",
+                                           "statusReplicasPath": ".status.replicas"}},
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
-                    "properties": {"spec": {
+                    "properties": {"status": {"type": "object", "properties": {
+                        "replicas": {"type": "integer"}
+                    }}, "spec": {
                         "type": "object",
                         "x-kubernetes-validations": [
                             {"rule": "self.min <= self.max", "message": "min must not exceed max"},
@@ -725,6 +729,17 @@ async fn cel_rules_validate_custom_resources() {
         .await;
     assert_status(&r, 422, "Invalid");
     assert!(text(&r).contains("max below 4"), "{}", text(&r));
+    // So is a writer of the scale sub-resource, which changes `min` and leaves `max` alone.
+    let r = h
+        .patch_merge(
+            &format!("{ranges}/ok/scale"),
+            &json!({"spec": {"replicas": 3}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    assert_eq!(r.json()["spec"]["replicas"], 3, "{}", text(&r));
+    let warning = r.header("warning");
+    assert!(warning.contains("max below 4"), "{warning:?}");
 
     // The schema ratchets too: a bound added later holds for the values a write changes only.
     tighten_spec(
@@ -739,9 +754,9 @@ async fn cel_rules_validate_custom_resources() {
     let r = h
         .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"tags": ["x-2"]}}))
         .await;
-    assert_eq!(r.code(), 200, "unchanged min 2 ratchets: {}", text(&r));
+    assert_eq!(r.code(), 200, "unchanged min 3 ratchets: {}", text(&r));
     let r = h
-        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"min": 3}}))
+        .patch_merge(&format!("{ranges}/ok"), &json!({"spec": {"min": 4}}))
         .await;
     assert_status(&r, 422, "Invalid");
     assert!(
