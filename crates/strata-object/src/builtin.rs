@@ -5,7 +5,8 @@
 //!
 //! Each is a [`ResourceType`] value; their OpenAPI schemas come from `schemas/core-v1.json`,
 //! `schemas/coordination-v1.json`, `schemas/events-v1.json`, `schemas/apiextensions-v1.json` and
-//! `schemas/rbac-v1.json`, and their printer columns are Kubernetes' (Role, ClusterRole and
+//! `schemas/rbac-v1.json` (and the Scale of custom resources' `scale` sub-resource from
+//! `schemas/autoscaling-v1.json`), and their printer columns are Kubernetes' (Role, ClusterRole and
 //! CustomResourceDefinition have none: Kubernetes gives them the default Table too).
 //! Behaviour particular to a kind (namespace phases, secret-reference cleanup) lives in the
 //! registry's strategies, not here.
@@ -23,6 +24,7 @@ const RBAC_V1_SCHEMAS: &str = include_str!("../schemas/rbac-v1.json");
 const COORDINATION_V1_SCHEMAS: &str = include_str!("../schemas/coordination-v1.json");
 const EVENTS_V1_SCHEMAS: &str = include_str!("../schemas/events-v1.json");
 const APIEXTENSIONS_V1_SCHEMAS: &str = include_str!("../schemas/apiextensions-v1.json");
+const AUTOSCALING_V1_SCHEMAS: &str = include_str!("../schemas/autoscaling-v1.json");
 
 /// Every component schema of the built-in types, keyed by component name.
 pub fn schema_catalog() -> Map<String, Value> {
@@ -33,6 +35,7 @@ pub fn schema_catalog() -> Map<String, Value> {
         COORDINATION_V1_SCHEMAS,
         EVENTS_V1_SCHEMAS,
         APIEXTENSIONS_V1_SCHEMAS,
+        AUTOSCALING_V1_SCHEMAS,
     ] {
         // The files are compiled in and checked by a unit test below.
         if let Ok(Value::Object(m)) = serde_json::from_str(file) {
@@ -593,6 +596,22 @@ pub fn virtual_types() -> Vec<ResourceType> {
     ]
 }
 
+/// `autoscaling/v1` Scale: the body a custom resource's `scale` sub-resource reads and writes.
+/// It is no resource of its own; its schema is what field validation checks a Scale against.
+pub fn scale() -> ResourceType {
+    let mut t = built_in(
+        "autoscaling",
+        "io.k8s.api.autoscaling.v1",
+        "Scale",
+        "scale",
+        "scale",
+        Scope::Namespaced,
+    );
+    t.supports_table = false;
+    t.selectable_fields = Vec::new();
+    t
+}
+
 /// All built-in types, in discovery order.
 pub fn all() -> Vec<ResourceType> {
     vec![
@@ -619,7 +638,7 @@ mod tests {
     fn catalog_parses_and_refs_resolve() {
         let catalog = schema_catalog();
         assert!(catalog.len() > 10);
-        for t in all() {
+        for t in all().into_iter().chain([scale()]) {
             assert!(t.schema().is_some(), "{}", t.kind);
             let text = serde_json::to_string(&t.definitions).unwrap();
             for part in text.split("#/components/schemas/").skip(1) {

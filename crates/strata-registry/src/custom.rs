@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde_json::{json, Map, Value};
 use strata_apiext::cel::Rules;
@@ -15,7 +15,7 @@ use strata_apiext::crd::ServedVersion;
 use strata_apiext::schema::Schema;
 use strata_apiext::validate;
 use strata_object::field::FieldError;
-use strata_object::resource::ScalePaths;
+use strata_object::resource::{ResourceType, ScalePaths};
 use strata_object::{Object, Status};
 
 use crate::strategy::Strategy;
@@ -399,6 +399,20 @@ impl Registry {
         if let ScaleChange::Patch(kind, _) = &change {
             opts.check_patch(*kind)?;
         }
+        // A Scale is checked against its own schema: unknown and duplicate fields are warned
+        // of or refused as in any body or patch, and never reach the object.
+        let level = opts.field_validation;
+        let mut fields = Vec::new();
+        let change = match change {
+            ScaleChange::Replace(body) => {
+                ScaleChange::Replace(checked_scale(body, &opts, write::Stage::Body, &mut fields)?)
+            }
+            ScaleChange::Patch(PatchKind::Apply, body) => ScaleChange::Patch(
+                PatchKind::Apply,
+                checked_scale(body, &opts, write::Stage::Apply, &mut fields)?,
+            ),
+            patch => patch,
+        };
         let mut warnings = Vec::new();
         let (written, _) = self
             .guaranteed_update(
@@ -414,6 +428,8 @@ impl Registry {
                         ScaleChange::Replace(body) => body.value.clone(),
                         ScaleChange::Patch(kind, patch) => {
                             let now = scale_of(current, &paths);
+                            // An applied Scale was checked before the update.
+                            let check = *kind != PatchKind::Apply;
                             let kind = match kind {
                                 // A Scale has no lists: strategic merge and apply are merges.
                                 PatchKind::Strategic | PatchKind::Apply => PatchKind::Merge,
@@ -424,7 +440,17 @@ impl Registry {
                                     "error decoding patch: the patch must be a JSON object",
                                 ));
                             }
-                            write::apply_patch(&rt.info, kind, &now, &patch.value)?
+                            let mut scale = write::apply_patch(&rt.info, kind, &now, &patch.value)?;
+                            if check {
+                                fields = write::check_fields(
+                                    scale_type(),
+                                    &mut scale,
+                                    &patch.duplicates,
+                                    level,
+                                    write::Stage::Patch,
+                                )?;
+                            }
+                            scale
                         }
                     };
                     let (replicas, resource_version) = desired_replicas(&scale, name)?;
@@ -440,8 +466,39 @@ impl Registry {
                 },
             )
             .await?;
-        Ok((scale_of(&written, &paths), warnings))
+        fields.extend(warnings);
+        Ok((scale_of(&written, &paths), fields))
     }
+}
+
+/// The autoscaling/v1 Scale type, whose schema checks the fields of Scale bodies.
+fn scale_type() -> &'static ResourceType {
+    static SCALE: OnceLock<ResourceType> = OnceLock::new();
+    SCALE.get_or_init(strata_object::builtin::scale)
+}
+
+/// A Scale body (PUT or apply) after field validation, its warnings added to `warnings`.
+fn checked_scale(
+    body: Body,
+    opts: &WriteOptions,
+    stage: write::Stage,
+    warnings: &mut Vec<String>,
+) -> Result<Body, Status> {
+    let Body {
+        mut value,
+        duplicates,
+    } = body;
+    warnings.extend(write::check_fields(
+        scale_type(),
+        &mut value,
+        &duplicates,
+        opts.field_validation,
+        stage,
+    )?);
+    Ok(Body {
+        value,
+        duplicates: Vec::new(),
+    })
 }
 
 /// A write of the `scale` sub-resource.

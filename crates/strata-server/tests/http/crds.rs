@@ -293,6 +293,75 @@ async fn a_crd_is_established_and_its_custom_resources_follow_the_schema() {
         .await;
     assert_status(&r, 422, "Invalid");
 
+    // A Scale's fields are validated as any body's: unknown and duplicate ones are refused
+    // under Strict, warned of and dropped under Warn.
+    let scale_body = r#"{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"a","namespace":"default"},"spec":{"replicas":4,"replicas":6,"extra":1}}"#;
+    let put_scale = async |validation: &str| {
+        h.send(
+            "PUT",
+            &format!("{WIDGETS}/a/scale?fieldValidation={validation}"),
+            Some(scale_body.as_bytes()),
+            &[("content-type", "application/json")],
+        )
+        .await
+    };
+    let r = put_scale("Strict").await;
+    assert_status(&r, 400, "BadRequest");
+    for item in [
+        "unknown field \"spec.extra\"",
+        "duplicate field \"spec.replicas\"",
+    ] {
+        let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains(item), "{message} lacks {item}");
+    }
+    assert_eq!(
+        h.get(&format!("{WIDGETS}/a")).await.json()["spec"]["replicas"],
+        5
+    );
+    let r = put_scale("Warn").await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    assert_eq!(r.json()["spec"]["replicas"], 6);
+    let warnings: Vec<&str> = r
+        .headers
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    for item in [
+        "unknown field \\\"spec.extra\\\"",
+        "duplicate field \\\"spec.replicas\\\"",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.contains(item)),
+            "{warnings:?} lack {item}"
+        );
+    }
+    let r = h
+        .send(
+            "PATCH",
+            &format!("{WIDGETS}/a/scale?fieldValidation=Strict"),
+            Some(br#"{"spec":{"replicas":2,"bogus":true}}"#),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await;
+    assert_status(&r, 400, "BadRequest");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field \"spec.bogus\"")),
+        "{}",
+        text(&r)
+    );
+    let r = put_scale("Ignore").await;
+    assert_eq!((r.code(), r.header("warning")), (200, ""), "{}", text(&r));
+    let r = h
+        .patch_merge(
+            &format!("{WIDGETS}/a/scale"),
+            &json!({"spec": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+
     // Another served version reads the same objects in its own apiVersion.
     let beta = h
         .get("/apis/example.com/v1beta1/namespaces/default/widgets/a")
