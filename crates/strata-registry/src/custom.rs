@@ -383,8 +383,9 @@ impl Registry {
     }
 
     /// Writes the `scale` sub-resource: a Scale (PUT), or a patch of the current Scale. Only
-    /// the desired replicas reach the object. Answers the new Scale, and the warnings of the
-    /// object's validation (rules the unchanged rest of the object still fails).
+    /// the desired replicas reach the object. Answers the new Scale and the warnings: the
+    /// Scale's unknown and duplicate fields under `fieldValidation=Warn`, then the object's
+    /// validation (rules the unchanged rest of the object still fails).
     pub async fn write_scale(
         &self,
         rt: &RegisteredType,
