@@ -149,6 +149,12 @@ pub fn served_versions(crd: &Value) -> Vec<ServedVersion> {
             ] {
                 definitions.extend(closure(&schema_catalog(), extra));
             }
+            if scale.is_some() {
+                definitions.extend(closure(
+                    &schema_catalog(),
+                    "io.k8s.api.autoscaling.v1.Scale",
+                ));
+            }
             definitions.insert(
                 schema_name.clone(),
                 published_schema(&schema, group, version, kind),

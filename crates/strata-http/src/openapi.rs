@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha512};
-use strata_object::resource::{api_version, Verb};
+use strata_object::resource::{api_version, SubResourceBehaviour, Verb};
 use strata_registry::{RegisteredType, Registry};
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
+/// The schema of a custom resource's `scale` sub-resource.
+const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
 
 /// The path of a group-version document below `/openapi/v3/` (`api/v1`, `apis/<g>/<v>`).
 fn doc_path(group: &str, version: &str) -> String {
@@ -331,6 +333,17 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
         }
         paths.insert(collection, Value::Object(coll));
 
+        // Only the patch types the kind accepts: kubectl's client-side apply sends a strategic
+        // merge patch when the operation lists one (custom resources get JSON merge patches, as
+        // kube-apiserver publishes them without it).
+        let mut patch_types = vec![
+            "application/apply-patch+yaml",
+            "application/json-patch+json",
+            "application/merge-patch+json",
+        ];
+        if info.supports_strategic_merge {
+            patch_types.push("application/strategic-merge-patch+json");
+        }
         let mut one = Map::new();
         let mut params = vec![
             path_param("name", &format!("The name of the {kind}.")),
@@ -339,7 +352,7 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
         if namespaced {
             params.insert(1, path_param("namespace", "The namespace of the object."));
         }
-        one.insert("parameters".into(), json!(params));
+        one.insert("parameters".into(), json!(params.clone()));
         if info.has_verb(Verb::Get) {
             one.insert(
                 "get".into(),
@@ -374,17 +387,6 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                 format!("{META}Patch"),
                 json!({"type": "object", "description": "A patch document; its format is given by the request's Content-Type."}),
             );
-            // Only the patch types the kind accepts: kubectl's client-side apply sends a
-            // strategic merge patch when the operation lists one (custom resources get JSON
-            // merge patches, as kube-apiserver publishes them without it).
-            let mut patch_types = vec![
-                "application/apply-patch+yaml",
-                "application/json-patch+json",
-                "application/merge-patch+json",
-            ];
-            if info.supports_strategic_merge {
-                patch_types.push("application/strategic-merge-patch+json");
-            }
             one.insert(
                 "patch".into(),
                 operation(
@@ -409,6 +411,58 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                     responses(&["200", "202"], &kind_schema),
                 ),
             );
+        }
+        // The sub-resources that read and write a part of the object, or its Scale.
+        for sub in &info.subresources {
+            let schema = match sub.behaviour {
+                SubResourceBehaviour::Part => kind_schema.clone(),
+                SubResourceBehaviour::Scale => SCALE.to_string(),
+                _ => continue,
+            };
+            let mut name = sub.name.chars();
+            let suffix: String = name
+                .next()
+                .into_iter()
+                .flat_map(char::to_uppercase)
+                .chain(name)
+                .collect();
+            let mut ops = Map::new();
+            ops.insert("parameters".into(), json!(params.clone()));
+            for verb in &sub.verbs {
+                let (method, action, id, parameters, request, codes) = match verb {
+                    Verb::Get => ("get", "get", "read", Vec::new(), None, &["200"][..]),
+                    Verb::Update => (
+                        "put",
+                        "put",
+                        "replace",
+                        write_params(false),
+                        Some(body(&schema, &["application/json", "application/yaml"])),
+                        &["200", "201"][..],
+                    ),
+                    Verb::Patch => (
+                        "patch",
+                        "patch",
+                        "patch",
+                        write_params(true),
+                        Some(body(&format!("{META}Patch"), &patch_types)),
+                        &["200", "201"][..],
+                    ),
+                    _ => continue,
+                };
+                let mut op = operation(
+                    t,
+                    action,
+                    format!("{id}{gv}{scoped}{kind}{suffix}"),
+                    parameters,
+                    request,
+                    responses(codes, &schema),
+                );
+                op["x-kubernetes-group-version-kind"] = json!({
+                    "group": sub.kind.group, "version": sub.kind.version, "kind": sub.kind.kind,
+                });
+                ops.insert(method.into(), op);
+            }
+            paths.insert(format!("{item}/{}", sub.name), Value::Object(ops));
         }
         paths.insert(item, Value::Object(one));
 

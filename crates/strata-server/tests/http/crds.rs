@@ -181,6 +181,32 @@ async fn a_crd_is_established_and_its_custom_resources_follow_the_schema() {
     let doc = h.get("/openapi/v3/apis/example.com/v1").await;
     assert_eq!(doc.code(), 200);
     assert!(text(&doc).contains("com.example.v1.Widget"));
+    // The sub-resources are published too: status as the Widget, scale as a Scale.
+    let doc = doc.json();
+    let item = "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}";
+    let status = &doc["paths"][format!("{item}/status")];
+    assert_eq!(
+        status["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/com.example.v1.Widget",
+        "{status}"
+    );
+    let scale = &doc["paths"][format!("{item}/scale")];
+    for method in ["get", "put", "patch"] {
+        assert_eq!(
+            scale[method]["x-kubernetes-group-version-kind"]["kind"], "Scale",
+            "{scale}"
+        );
+    }
+    assert_eq!(
+        scale["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.api.autoscaling.v1.Scale",
+        "{scale}"
+    );
+    assert!(
+        doc["components"]["schemas"]["io.k8s.api.autoscaling.v1.ScaleSpec"]["properties"]
+            ["replicas"]
+            .is_object()
+    );
 
     // Create: defaults filled in, status dropped, generation 1.
     let r = h
