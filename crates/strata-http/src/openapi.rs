@@ -352,7 +352,7 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
         if namespaced {
             params.insert(1, path_param("namespace", "The namespace of the object."));
         }
-        one.insert("parameters".into(), json!(params.clone()));
+        one.insert("parameters".into(), json!(params));
         if info.has_verb(Verb::Get) {
             one.insert(
                 "get".into(),
@@ -427,12 +427,11 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                 .chain(name)
                 .collect();
             let mut ops = Map::new();
-            ops.insert("parameters".into(), json!(params.clone()));
+            ops.insert("parameters".into(), json!(params));
             for verb in &sub.verbs {
-                let (method, action, id, parameters, request, codes) = match verb {
-                    Verb::Get => ("get", "get", "read", Vec::new(), None, &["200"][..]),
+                let (method, id, parameters, request, codes) = match verb {
+                    Verb::Get => ("get", "read", Vec::new(), None, &["200"][..]),
                     Verb::Update => (
-                        "put",
                         "put",
                         "replace",
                         write_params(false),
@@ -440,7 +439,6 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                         &["200", "201"][..],
                     ),
                     Verb::Patch => (
-                        "patch",
                         "patch",
                         "patch",
                         write_params(true),
@@ -451,7 +449,7 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
                 };
                 let mut op = operation(
                     t,
-                    action,
+                    method,
                     format!("{id}{gv}{scoped}{kind}{suffix}"),
                     parameters,
                     request,
