@@ -485,21 +485,9 @@ fn checked_scale(
     stage: write::Stage,
     warnings: &mut Vec<String>,
 ) -> Result<Body, Status> {
-    let Body {
-        mut value,
-        duplicates,
-    } = body;
-    warnings.extend(write::check_fields(
-        scale_type(),
-        &mut value,
-        &duplicates,
-        opts.field_validation,
-        stage,
-    )?);
-    Ok(Body {
-        value,
-        duplicates: Vec::new(),
-    })
+    let (value, found) = body.checked(scale_type(), opts.field_validation, stage)?;
+    warnings.extend(found);
+    Ok(Body::from(value))
 }
 
 /// A write of the `scale` sub-resource.

@@ -39,6 +39,24 @@ pub struct Body {
     pub duplicates: Vec<String>,
 }
 
+impl Body {
+    /// The value after field validation against `info`'s schema (unknown fields pruned), with
+    /// the warnings `level` asks for, or the error it asks for.
+    pub(crate) fn checked(
+        self,
+        info: &ResourceType,
+        level: FieldValidation,
+        stage: Stage,
+    ) -> Result<(Value, Vec<String>), Status> {
+        let Body {
+            mut value,
+            duplicates,
+        } = self;
+        let warnings = check_fields(info, &mut value, &duplicates, level, stage)?;
+        Ok((value, warnings))
+    }
+}
+
 impl From<Value> for Body {
     fn from(value: Value) -> Self {
         Body {

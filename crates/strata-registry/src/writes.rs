@@ -283,17 +283,8 @@ impl Registry {
         body: Body,
         opts: &WriteOptions,
     ) -> Result<(Object, Vec<String>), Status> {
-        let Body {
-            mut value,
-            duplicates,
-        } = body;
-        let warnings = write::check_fields(
-            &rt.info,
-            &mut value,
-            &duplicates,
-            opts.field_validation,
-            write::Stage::Body,
-        )?;
+        let (value, warnings) =
+            body.checked(&rt.info, opts.field_validation, write::Stage::Body)?;
         Ok((self.decode_body(rt, value)?, warnings))
     }
 
@@ -434,17 +425,8 @@ impl Registry {
         patch: Body,
         opts: &WriteOptions,
     ) -> Result<Written, Status> {
-        let Body {
-            mut value,
-            duplicates,
-        } = patch;
-        let mut warnings = write::check_fields(
-            &rt.info,
-            &mut value,
-            &duplicates,
-            opts.field_validation,
-            write::Stage::Apply,
-        )?;
+        let (value, mut warnings) =
+            patch.checked(&rt.info, opts.field_validation, write::Stage::Apply)?;
         let applied = write::applied_config(&rt.info, value, namespace, name)?;
         let precondition = applied
             .pointer("/metadata/resourceVersion")
