@@ -2,7 +2,7 @@
 //! version, all stored under `/registry/<group>/<plural>/` in the storage version's form.
 
 use serde_json::{json, Map, Value};
-use strata_object::builtin::{closure, schema_catalog};
+use strata_object::builtin::{closure, schema_catalog, SCALE_SCHEMA};
 use strata_object::printer::{Cell, ColumnType, JsonPath, PrinterColumn};
 use strata_object::resource::{
     GroupVersionKind, NameRule, ResourceType, ScalePaths, Scope, SubResource, SubResourceBehaviour,
@@ -150,10 +150,7 @@ pub fn served_versions(crd: &Value) -> Vec<ServedVersion> {
                 definitions.extend(closure(&schema_catalog(), extra));
             }
             if scale.is_some() {
-                definitions.extend(closure(
-                    &schema_catalog(),
-                    "io.k8s.api.autoscaling.v1.Scale",
-                ));
+                definitions.extend(closure(&schema_catalog(), SCALE_SCHEMA));
             }
             definitions.insert(
                 schema_name.clone(),

@@ -8,12 +8,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha512};
+use strata_object::builtin;
 use strata_object::resource::{api_version, SubResourceBehaviour, Verb};
 use strata_registry::{RegisteredType, Registry};
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
-/// The schema of a custom resource's `scale` sub-resource.
-const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
 
 /// The path of a group-version document below `/openapi/v3/` (`api/v1`, `apis/<g>/<v>`).
 fn doc_path(group: &str, version: &str) -> String {
@@ -416,7 +415,7 @@ fn group_version_document(group: &str, version: &str, types: &[&RegisteredType])
         for sub in &info.subresources {
             let schema = match sub.behaviour {
                 SubResourceBehaviour::Part => kind_schema.clone(),
-                SubResourceBehaviour::Scale => SCALE.to_string(),
+                SubResourceBehaviour::Scale => builtin::SCALE_SCHEMA.to_string(),
                 _ => continue,
             };
             let mut name = sub.name.chars();

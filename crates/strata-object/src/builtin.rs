@@ -596,6 +596,9 @@ pub fn virtual_types() -> Vec<ResourceType> {
     ]
 }
 
+/// The component name of the autoscaling/v1 Scale schema (see [`scale`]).
+pub const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
+
 /// `autoscaling/v1` Scale: the body a custom resource's `scale` sub-resource reads and writes.
 /// It is no resource of its own; its schema is what field validation checks a Scale against.
 pub fn scale() -> ResourceType {
