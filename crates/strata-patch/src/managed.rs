@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use strata_object::parse_time;
 use strata_object::schema::Node;
 
-use crate::fieldpath::{self, FieldSet};
+use crate::fieldpath::{self, FieldSet, PathElement};
 use crate::PatchError;
 use strata_object::go::is_printable;
 
@@ -327,6 +327,78 @@ impl ManagedFields {
         write_entries(obj, entries);
     }
 
+    /// The managed fields of an object as its `scale` sub-resource shows them, where the
+    /// object's `replicas` path is the Scale's `spec.replicas`: each entry that owns `replicas`
+    /// owns `spec.replicas` there, recorded at `scale_version` (`autoscaling/v1`). Entries that
+    /// do not own it own nothing in a Scale and are left out.
+    pub fn to_scale(&self, replicas: &[PathElement], scale_version: &str) -> ManagedFields {
+        let entries = self
+            .entries
+            .iter()
+            .filter(|e| e.fields.contains(replicas))
+            .map(|e| ManagedFieldsEntry {
+                api_version: scale_version.to_string(),
+                fields: scale_replicas(),
+                ..e.clone()
+            })
+            .collect();
+        ManagedFields { entries }
+    }
+
+    /// The object's managed fields after a write of its Scale, `scale` being the Scale's
+    /// managed fields after it (see [`ManagedFields::to_scale`]): the managers that own the
+    /// Scale's `spec.replicas` own `replicas` (a manager new to the object with an entry at
+    /// `version`), the others lose it, and the rest of every entry is as it was. A manager is
+    /// matched by name, operation and sub-resource: its entries in the two lists differ in
+    /// version only.
+    pub fn from_scale(
+        &self,
+        scale: &ManagedFields,
+        replicas: &[PathElement],
+        version: &str,
+    ) -> ManagedFields {
+        let spec_replicas = spec_replicas();
+        let mut owners: Vec<&ManagedFieldsEntry> = scale
+            .entries
+            .iter()
+            .filter(|e| e.fields.contains(&spec_replicas))
+            .collect();
+        let mut replicas_set = FieldSet::new();
+        replicas_set.insert(replicas);
+        let same_writer = |a: &ManagedFieldsEntry, b: &ManagedFieldsEntry| {
+            a.manager == b.manager && a.operation == b.operation && a.subresource == b.subresource
+        };
+        let mut out = ManagedFields::default();
+        for entry in &self.entries {
+            let mut entry = entry.clone();
+            if entry.fields.contains(replicas) {
+                match owners.iter().position(|s| same_writer(s, &entry)) {
+                    // Still an owner: its time is the Scale entry's, which an apply renews.
+                    Some(i) => entry.time = owners.remove(i).time.clone(),
+                    None => entry.fields.subtract(&replicas_set),
+                }
+            }
+            if !entry.fields.is_empty() {
+                out.entries.push(entry);
+            }
+        }
+        for owner in owners {
+            let entry = ManagedFieldsEntry {
+                api_version: version.to_string(),
+                fields: replicas_set.clone(),
+                ..owner.clone()
+            };
+            match out.entries.iter_mut().find(|e| same_writer(e, &entry)) {
+                Some(existing) => {
+                    existing.fields.extend(&replicas_set);
+                    existing.time = entry.time;
+                }
+                None => out.entries.push(entry),
+            }
+        }
+        out
+    }
+
     /// Merges the oldest Update entries into [`ANCIENT_CHANGES`] entries (one per API version)
     /// until at most [`MAX_UPDATE_MANAGERS`] Update entries are left, as Kubernetes does:
     /// oldest first (then by identifier); the first entry of a version is kept until a second
@@ -562,6 +634,21 @@ pub fn default_manager(user_agent: &str) -> String {
     out
 }
 
+/// The path of a Scale's `spec.replicas`.
+fn spec_replicas() -> [PathElement; 2] {
+    [
+        PathElement::Field("spec".into()),
+        PathElement::Field("replicas".into()),
+    ]
+}
+
+/// The set of a Scale's `spec.replicas` alone.
+fn scale_replicas() -> FieldSet {
+    let mut set = FieldSet::new();
+    set.insert(&spec_replicas());
+    set
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,6 +657,141 @@ mod tests {
 
     const T0: &str = "2026-01-01T00:00:00Z";
     const T1: &str = "2026-01-01T00:01:00Z";
+
+    /// An entry of `manager` owning the fields of `fields_v1`.
+    fn owner(
+        manager: &str,
+        op: Operation,
+        version: &str,
+        sub: Option<&str>,
+        fields_v1: Value,
+    ) -> ManagedFieldsEntry {
+        let mut e = ManagedFieldsEntry::new(manager, op, version, sub);
+        e.time = Some(T0.into());
+        e.fields = FieldSet::from_fields_v1(&fields_v1).unwrap();
+        e
+    }
+
+    fn replicas_path() -> Vec<PathElement> {
+        ["spec", "count"]
+            .iter()
+            .map(|f| PathElement::Field(f.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_scale_shows_the_owners_of_the_replicas_path_only() {
+        let parent = ManagedFields {
+            entries: vec![
+                owner(
+                    "ctl",
+                    Operation::Apply,
+                    "g/v1",
+                    None,
+                    json!({"f:spec": {"f:count": {}, "f:image": {}}}),
+                ),
+                owner(
+                    "other",
+                    Operation::Update,
+                    "g/v1",
+                    None,
+                    json!({"f:spec": {"f:image": {}}}),
+                ),
+                owner(
+                    "hpa",
+                    Operation::Update,
+                    "g/v1",
+                    Some("scale"),
+                    json!({"f:spec": {"f:count": {}}}),
+                ),
+            ],
+        };
+        let scale = parent.to_scale(&replicas_path(), "autoscaling/v1");
+        let described: Vec<_> = scale
+            .entries
+            .iter()
+            .map(|e| (e.describe(), e.fields.to_fields_v1()))
+            .collect();
+        assert_eq!(
+            described,
+            vec![
+                ("\"ctl\"".to_string(), json!({"f:spec": {"f:replicas": {}}})),
+                (
+                    "\"hpa\" with subresource \"scale\" using autoscaling/v1".to_string(),
+                    json!({"f:spec": {"f:replicas": {}}})
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn after_a_scale_write_its_owners_own_the_replicas_path() {
+        let parent = ManagedFields {
+            entries: vec![
+                owner(
+                    "ctl",
+                    Operation::Apply,
+                    "g/v1",
+                    None,
+                    json!({"f:spec": {"f:count": {}, "f:image": {}}}),
+                ),
+                owner(
+                    "hpa",
+                    Operation::Update,
+                    "g/v1",
+                    Some("scale"),
+                    json!({"f:spec": {"f:count": {}}}),
+                ),
+            ],
+        };
+        // A forced apply to the Scale took `spec.replicas` from both owners.
+        let mut scale = parent.to_scale(&replicas_path(), "autoscaling/v1");
+        scale.entries.clear();
+        let mut applier = owner(
+            "scaler",
+            Operation::Apply,
+            "autoscaling/v1",
+            Some("scale"),
+            json!({"f:spec": {"f:replicas": {}}}),
+        );
+        applier.time = Some(T1.into());
+        scale.entries.push(applier);
+        let after = parent.from_scale(&scale, &replicas_path(), "g/v1");
+        let listed: Vec<_> = after
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.manager.as_str(),
+                    e.api_version.as_str(),
+                    e.time.as_deref(),
+                    e.fields.to_fields_v1(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                // The applier keeps the rest of its fields; the Update entry had nothing else.
+                ("ctl", "g/v1", Some(T0), json!({"f:spec": {"f:image": {}}})),
+                (
+                    "scaler",
+                    "g/v1",
+                    Some(T1),
+                    json!({"f:spec": {"f:count": {}}})
+                ),
+            ]
+        );
+
+        // An owner that still owns the Scale's replicas keeps the path, with the Scale's time.
+        let mut scale = parent.to_scale(&replicas_path(), "autoscaling/v1");
+        scale.entries[1].time = Some(T1.into());
+        let after = parent.from_scale(&scale, &replicas_path(), "g/v1");
+        assert_eq!(after.entries.len(), 2);
+        assert_eq!(after.entries[0], parent.entries[0]);
+        assert_eq!(after.entries[1].time.as_deref(), Some(T1));
+        assert_eq!(after.entries[1].fields, parent.entries[1].fields);
+    }
 
     #[test]
     fn parse_and_write_keep_kubernetes_order() {

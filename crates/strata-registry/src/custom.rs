@@ -17,8 +17,10 @@ use strata_apiext::validate;
 use strata_object::field::FieldError;
 use strata_object::resource::{ResourceType, ScalePaths};
 use strata_object::{Object, Status};
+use strata_patch::{ManagedFields, PathElement};
 
 use crate::strategy::Strategy;
+use crate::writes::Ownership;
 use crate::{write, Body, PatchKind, RegisteredType, Registry, WriteOptions};
 
 /// What a custom resource of one served version is checked against.
@@ -414,6 +416,10 @@ impl Registry {
             ),
             patch => patch,
         };
+        let ownership = match &change {
+            ScaleChange::Patch(PatchKind::Apply, _) => Ownership::Given,
+            _ => Ownership::Changes,
+        };
         let mut warnings = Vec::new();
         let (written, _) = self
             .guaranteed_update(
@@ -421,19 +427,26 @@ impl Registry {
                 namespace,
                 name,
                 &opts,
-                None,
+                ownership,
                 "",
                 &mut warnings,
                 |current| {
+                    // An apply decides who owns the replicas; any other write makes its
+                    // manager their owner, as every update does.
+                    let mut managed = None;
                     let scale = match &change {
                         ScaleChange::Replace(body) => body.value.clone(),
+                        ScaleChange::Patch(PatchKind::Apply, config) => {
+                            let (scale, owners) =
+                                apply_scale(&rt.info, current, &paths, &config.value, &opts)?;
+                            managed = Some(owners);
+                            scale
+                        }
                         ScaleChange::Patch(kind, patch) => {
                             let now = scale_of(current, &paths);
-                            // An applied Scale was checked before the update.
-                            let check = *kind != PatchKind::Apply;
+                            // A Scale has no lists: a strategic merge is a merge.
                             let kind = match kind {
-                                // A Scale has no lists: strategic merge and apply are merges.
-                                PatchKind::Strategic | PatchKind::Apply => PatchKind::Merge,
+                                PatchKind::Strategic => PatchKind::Merge,
                                 k => *k,
                             };
                             if kind == PatchKind::Merge && !patch.value.is_object() {
@@ -442,21 +455,25 @@ impl Registry {
                                 ));
                             }
                             let mut scale = write::apply_patch(&rt.info, kind, &now, &patch.value)?;
-                            if check {
-                                fields = write::check_fields(
-                                    scale_type(),
-                                    &mut scale,
-                                    &patch.duplicates,
-                                    level,
-                                    write::Stage::Patch,
-                                )?;
-                            }
+                            fields = write::check_fields(
+                                scale_type(),
+                                &mut scale,
+                                &patch.duplicates,
+                                level,
+                                write::Stage::Patch,
+                            )?;
                             scale
                         }
                     };
                     let (replicas, resource_version) = desired_replicas(&scale, name)?;
                     let mut next = current.clone();
                     set_at(&mut next, &paths.spec_replicas, json!(replicas));
+                    if let Some(managed) = managed {
+                        let mut value = next.into_value();
+                        managed.write_to(&mut value);
+                        next = Object::from_value(value)
+                            .map_err(|e| Status::bad_request(e.to_string()))?;
+                    }
                     // A resourceVersion the Scale names is a precondition on the object.
                     next.set_resource_version(if resource_version.is_empty() {
                         ""
@@ -470,6 +487,55 @@ impl Registry {
         fields.extend(warnings);
         Ok((scale_of(&written, &paths), fields))
     }
+}
+
+/// The version of every Scale.
+const SCALE_VERSION: &str = "autoscaling/v1";
+
+/// The elements of a dotted path such as `.spec.replicas`.
+fn path_elements(path: &str) -> Vec<PathElement> {
+    path.trim_start_matches('.')
+        .split('.')
+        .map(|f| PathElement::Field(f.to_string()))
+        .collect()
+}
+
+/// Server-side apply of a Scale to `current`, as Kubernetes does it: the object's managers are
+/// shown as the Scale's (the owners of the replicas path own `spec.replicas`), the
+/// configuration is applied to the Scale with them, so that changing replicas another manager
+/// owns is a conflict unless forced, and the result is mapped back. Answers the Scale applied
+/// and the object's managed fields after it.
+fn apply_scale(
+    info: &ResourceType,
+    current: &Object,
+    paths: &ScalePaths,
+    config: &Value,
+    opts: &WriteOptions,
+) -> Result<(Value, ManagedFields), Status> {
+    let replicas = path_elements(&paths.spec_replicas);
+    // Stored managedFields are always written by Strata; unreadable ones count as none.
+    let managed = ManagedFields::of_object(current.as_value()).unwrap_or_default();
+    let mut live = scale_of(current, paths);
+    managed
+        .to_scale(&replicas, SCALE_VERSION)
+        .write_to(&mut live);
+    let schema = scale_type()
+        .schema()
+        .ok_or_else(|| Status::internal("the Scale type has no schema"))?;
+    let applied = strata_patch::apply_through(
+        Some(&live),
+        config,
+        schema,
+        &opts.field_manager,
+        opts.force,
+        SCALE_VERSION,
+        Some("scale"),
+        &strata_object::now_rfc3339(),
+    )
+    .map_err(write::apply_error)?;
+    let owners = ManagedFields::of_object(&applied).unwrap_or_default();
+    let managed = managed.from_scale(&owners, &replicas, &info.api_version());
+    Ok((applied, managed))
 }
 
 /// The autoscaling/v1 Scale type, whose schema checks the fields of Scale bodies.

@@ -405,7 +405,12 @@ pub(crate) fn apply_to(
         (!opts.subresource.is_empty()).then_some(opts.subresource.as_str()),
         &strata_object::now_rfc3339(),
     )
-    .map_err(|e| match &e {
+    .map_err(apply_error)
+}
+
+/// An apply's failure as the client sees it: 409 naming each conflict, or 400.
+pub(crate) fn apply_error(e: strata_patch::apply::ApplyError) -> Status {
+    match &e {
         strata_patch::apply::ApplyError::Conflicts(conflicts) => {
             let causes = conflicts
                 .iter()
@@ -418,5 +423,5 @@ pub(crate) fn apply_to(
             Status::apply_conflict(e.to_string(), causes)
         }
         strata_patch::apply::ApplyError::Invalid(_) => Status::bad_request(e.to_string()),
-    })
+    }
 }

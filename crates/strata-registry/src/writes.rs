@@ -29,6 +29,17 @@ enum Planned {
     Delete(Object),
 }
 
+/// Who an update makes the owner of which fields (`metadata.managedFields`).
+#[derive(Clone, Copy)]
+pub(crate) enum Ownership<'a> {
+    /// The writer owns what it changed: PUT and the JSON, merge and strategic patches.
+    Changes,
+    /// Server-side apply of this configuration to the object.
+    Applied(&'a Value),
+    /// The update sets the managed fields itself: an apply through `/scale`.
+    Given,
+}
+
 /// Options of create, update and patch.
 #[derive(Clone, Default)]
 pub struct WriteOptions {
@@ -338,7 +349,7 @@ impl Registry {
                 namespace,
                 name,
                 opts,
-                None,
+                Ownership::Changes,
                 &precondition,
                 &mut checked,
                 |_| Ok(obj.clone()),
@@ -389,7 +400,7 @@ impl Registry {
                 namespace,
                 name,
                 opts,
-                None,
+                Ownership::Changes,
                 "",
                 &mut checked,
                 |current| {
@@ -440,7 +451,7 @@ impl Registry {
                     namespace,
                     name,
                     opts,
-                    Some(&applied),
+                    Ownership::Applied(&applied),
                     precondition,
                     &mut checked,
                     |current| Ok(current.clone()),
@@ -507,7 +518,7 @@ impl Registry {
         namespace: &str,
         name: &str,
         opts: &WriteOptions,
-        applied: Option<&Value>,
+        ownership: Ownership<'_>,
         precondition: &str,
         warnings: &mut Vec<String>,
         mut mutate: impl FnMut(&Object) -> Result<Object, Status>,
@@ -517,7 +528,7 @@ impl Registry {
         // neither gains from taking turns.
         if opts.dry_run || to_revision(precondition).ok().flatten().is_some() {
             return self
-                .update_directly(rt, &key, name, opts, applied, warnings, &mut mutate)
+                .update_directly(rt, &key, name, opts, ownership, warnings, &mut mutate)
                 .await;
         }
         let entered = self.key_queues.enter(&key);
@@ -551,7 +562,7 @@ impl Registry {
                 }
             };
             let (mut obj, planned) = match self
-                .plan_update(rt, name, opts, applied, &mut mutate, &current, warnings)
+                .plan_update(rt, name, opts, ownership, &mut mutate, &current, warnings)
                 .inspect_err(|e| self.note_conflict(&key, e))?
             {
                 Planned::Write(obj, planned) => (obj, planned),
@@ -645,14 +656,14 @@ impl Registry {
         key: &str,
         name: &str,
         opts: &WriteOptions,
-        applied: Option<&Value>,
+        ownership: Ownership<'_>,
         warnings: &mut Vec<String>,
         mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
     ) -> Result<(Object, Option<Bytes>), Status> {
         loop {
             let (kv, current) = self.read_current(rt, key, name).await?;
             let planned = self
-                .plan_update(rt, name, opts, applied, mutate, &current, warnings)
+                .plan_update(rt, name, opts, ownership, mutate, &current, warnings)
                 .inspect_err(|e| self.note_conflict(key, e))?;
             let (mut obj, written) = match planned {
                 Planned::Delete(obj) if opts.dry_run => (obj, None),
@@ -747,32 +758,32 @@ impl Registry {
         rt: &RegisteredType,
         name: &str,
         opts: &WriteOptions,
-        applied: Option<&Value>,
+        ownership: Ownership<'_>,
         mutate: &mut impl FnMut(&Object) -> Result<Object, Status>,
         current: &Object,
         warnings: &mut Vec<String>,
     ) -> Result<Planned, Status> {
         let info = &rt.info;
-        let mut obj = match applied {
-            Some(config) => {
+        let mut obj = match ownership {
+            Ownership::Applied(config) => {
                 let merged = write::apply_to(info, Some(current), config, opts)?;
                 self.decode_patched(rt, merged)?
             }
-            None => mutate(current)?,
+            Ownership::Changes | Ownership::Given => mutate(current)?,
         };
-        let precondition = match applied {
-            Some(config) => config
+        let precondition = match ownership {
+            Ownership::Applied(config) => config
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .unwrap_or(""),
-            None => obj.resource_version(),
+            Ownership::Changes | Ownership::Given => obj.resource_version(),
         };
         if !precondition.is_empty() && precondition != current.resource_version() {
             to_revision(precondition)?;
             return Err(Status::stale_conflict(&info.group, &info.resource, name));
         }
         let mut errors = validation::validate_object_meta_update(info, &mut obj, current);
-        if applied.is_none() {
+        if let Ownership::Changes = ownership {
             obj = write::track_update(info, Some(current), obj, opts)?;
         }
         if opts.subresource.is_empty() {

@@ -1004,6 +1004,127 @@ async fn defaulted_fields_are_owned_by_their_writer() {
     );
 }
 
+/// The entry of `manager` in an object's managedFields.
+fn managed_entry<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
+    obj["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager)
+}
+
+/// An apply through `/scale` owns the replicas as an apply to the object would: changing
+/// replicas another manager owns is a conflict unless forced, a forced apply takes them over,
+/// and the object's managedFields name the new owner, at the object's version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_through_scale_owns_the_replicas() {
+    let s = TestServer::start();
+    let h = s.http();
+    install(&h, &widget_crd(), WIDGETS).await;
+    let apply = async |path: &str, manager: &str, force: bool, body: Value| {
+        h.send(
+            "PATCH",
+            &format!("{path}?fieldManager={manager}&force={force}"),
+            Some(body.to_string().as_bytes()),
+            &[("content-type", "application/apply-patch+yaml")],
+        )
+        .await
+    };
+    let item = format!("{WIDGETS}/s");
+    let scale = format!("{item}/scale");
+    let config = |replicas: i64| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s"},
+               "spec": {"replicas": replicas, "mode": "fast"}})
+    };
+    let r = apply(&item, "owner", false, config(2)).await;
+    assert_eq!(r.code(), 201, "{}", text(&r));
+    let scale_config = |replicas: i64| {
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "s"},
+               "spec": {"replicas": replicas}})
+    };
+
+    // The owner of spec.replicas is the owner of the Scale's spec.replicas.
+    let r = apply(&scale, "scaler", false, scale_config(4)).await;
+    assert_status(&r, 409, "Conflict");
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains(r#"conflict with "owner": .spec.replicas"#),
+        "{message}"
+    );
+    assert_eq!(h.get(&item).await.json()["spec"]["replicas"], 2);
+    // Applying the replicas it already has conflicts with nobody.
+    let r = apply(&scale, "scaler", false, scale_config(2)).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+
+    // Forced, the apply takes the replicas over.
+    let r = apply(&scale, "scaler", true, scale_config(4)).await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    assert_eq!(r.json()["kind"], "Scale");
+    assert_eq!(r.json()["spec"]["replicas"], 4);
+    let obj = h.get(&item).await.json();
+    assert_eq!(obj["spec"]["replicas"], 4);
+    let owner = managed_entry(&obj, "owner").expect("owner's entry");
+    assert_eq!(
+        owner["fieldsV1"],
+        json!({"f:spec": {"f:mode": {}}}),
+        "{obj}"
+    );
+    let scaler = managed_entry(&obj, "scaler").expect("scaler's entry");
+    assert_eq!(
+        (
+            &scaler["operation"],
+            &scaler["apiVersion"],
+            &scaler["subresource"],
+            &scaler["fieldsV1"]
+        ),
+        (
+            &json!("Apply"),
+            &json!("example.com/v1"),
+            &json!("scale"),
+            &json!({"f:spec": {"f:replicas": {}}})
+        ),
+        "{obj}"
+    );
+
+    // Now the object's own applier conflicts with the Scale's.
+    let r = apply(&item, "owner", false, config(2)).await;
+    assert_status(&r, 409, "Conflict");
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains(r#"conflict with "scaler" with subresource "scale": .spec.replicas"#),
+        "{message}"
+    );
+
+    // Any other write through /scale makes its manager the owner, taking the replicas from the
+    // applier.
+    let r = h
+        .send(
+            "PATCH",
+            &format!("{scale}?fieldManager=hpa"),
+            Some(br#"{"spec":{"replicas":6}}"#),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", text(&r));
+    let obj = h.get(&item).await.json();
+    let hpa = managed_entry(&obj, "hpa").expect("hpa's entry");
+    assert_eq!(
+        (&hpa["operation"], &hpa["subresource"], &hpa["fieldsV1"]),
+        (
+            &json!("Update"),
+            &json!("scale"),
+            &json!({"f:spec": {"f:replicas": {}}})
+        ),
+        "{obj}"
+    );
+    assert!(managed_entry(&obj, "scaler").is_none(), "{obj}");
+
+    // An applied Scale of the wrong version is refused.
+    let mut wrong = scale_config(1);
+    wrong["apiVersion"] = json!("autoscaling/v2");
+    let r = apply(&scale, "scaler", true, wrong).await;
+    assert_status(&r, 400, "BadRequest");
+}
+
 /// Reads the CRD `name`, changes it with `edit` and writes it back, again when the CRD
 /// controller's status write came in between.
 async fn edit_crd(h: &Http, name: &str, edit: impl Fn(&mut Value)) {
