@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// The proto files, relative to `proto/`.
-const FILES: [&str; 8] = [
+const FILES: [&str; 9] = [
     "k8s.io/apimachinery/pkg/runtime/generated.proto",
     "k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto",
     "k8s.io/api/core/v1/generated.proto",
@@ -16,6 +16,7 @@ const FILES: [&str; 8] = [
     "k8s.io/api/rbac/v1/generated.proto",
     "k8s.io/api/coordination/v1/generated.proto",
     "k8s.io/api/events/v1/generated.proto",
+    "k8s.io/api/autoscaling/v1/generated.proto",
 ];
 
 /// Where the generated Rust goes, relative to the workspace root.

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::generated::k8s::io::api::authentication::v1 as authn;
 use super::generated::k8s::io::api::authorization::v1 as authz;
+use super::generated::k8s::io::api::autoscaling::v1 as autoscaling;
 use super::generated::k8s::io::api::coordination::v1 as coordination;
 use super::generated::k8s::io::api::core::v1 as core;
 use super::generated::k8s::io::api::events::v1 as events;
@@ -696,6 +697,22 @@ json_form!(events::Event {
 json_form!(events::EventList {
     metadata: "metadata" => Obj @ 1,
     items: "items" => Items @ 2,
+});
+
+json_form!(autoscaling::ScaleSpec {
+    replicas: "replicas" => Int32 @ 1,
+});
+
+// `status.replicas` has no omitempty: a Scale shows 0 replicas.
+json_form!(autoscaling::ScaleStatus {
+    replicas: "replicas" => PtrInt32 @ 1,
+    selector: "selector" => Str @ 2,
+});
+
+json_form!(autoscaling::Scale {
+    metadata: "metadata" => Obj @ 1,
+    spec: "spec" => Obj @ 2,
+    status: "status" => Obj @ 3,
 });
 
 json_form!(coordination::LeaseSpec {

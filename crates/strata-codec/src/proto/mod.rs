@@ -52,6 +52,7 @@ use serde_json::Value;
 use crate::json::DecodeError;
 use generated::k8s::io::api::authentication::v1 as authn;
 use generated::k8s::io::api::authorization::v1 as authz;
+use generated::k8s::io::api::autoscaling::v1 as autoscaling;
 use generated::k8s::io::api::coordination::v1 as coordination;
 use generated::k8s::io::api::core::v1 as core;
 use generated::k8s::io::api::events::v1 as events;
@@ -108,6 +109,7 @@ message_types! {
     "" "v1" "SecretList" => core::SecretList, direct;
     "" "v1" "Event" => core::Event, direct;
     "" "v1" "EventList" => core::EventList, direct;
+    "autoscaling" "v1" "Scale" => autoscaling::Scale, direct;
     "coordination.k8s.io" "v1" "Lease" => coordination::Lease, direct;
     "coordination.k8s.io" "v1" "LeaseList" => coordination::LeaseList, direct;
     "events.k8s.io" "v1" "Event" => events::Event, direct;
@@ -577,7 +579,11 @@ mod tests {
             "deprecatedSource": {"component": "scaler"},
             "deprecatedFirstTimestamp": "2025-03-04T05:06:07Z",
             "deprecatedLastTimestamp": "2025-03-04T05:07:07Z", "deprecatedCount": 2});
+        let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": meta("web"), "spec": {"replicas": 3},
+            "status": {"replicas": 0, "selector": "app=web"}});
         vec![
+            scale,
             list("EventList", "events.k8s.io/v1", &v1_event),
             v1_event,
             list("SecretList", "v1", &secret),
@@ -606,6 +612,16 @@ mod tests {
         let raw = encode_message("v1", "Secret", &secret).unwrap();
         assert!(raw.windows(3).any(|w| w == [b'b', 0x12, 0x01]), "{raw:?}");
         assert_eq!(decode(&encode(&secret).unwrap(), "", "").unwrap(), secret);
+        // A Scale's fields have Kubernetes' numbers: spec (2) holds replicas (1), status (3)
+        // holds replicas (1), written even when 0, and selector (2).
+        let scale = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "w"}, "spec": {"replicas": 5},
+            "status": {"replicas": 0, "selector": "a=b"}});
+        let raw = encode_message("autoscaling/v1", "Scale", &scale).unwrap();
+        let tail = [
+            0x12, 0x02, 0x08, 0x05, 0x1a, 0x07, 0x08, 0x00, 0x12, 0x03, b'a', b'=', b'b',
+        ];
+        assert!(raw.ends_with(&tail), "{raw:?}");
     }
 
     /// The fixtures' objects and the RBAC and review objects the direct writer writes.

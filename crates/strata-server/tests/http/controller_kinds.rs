@@ -964,6 +964,45 @@ async fn protobuf_round_trips_through_an_independent_build() {
     assert_eq!(list.items.len(), 2);
 }
 
+/// A custom resource's Scale is served and taken as protobuf, with Kubernetes' autoscaling/v1
+/// field numbers (checked with an independent build of them).
+#[tokio::test]
+async fn a_scale_is_served_and_taken_as_protobuf() {
+    use k8s_pb::api::autoscaling::v1 as autoscaling;
+    let s = TestServer::start();
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    crate::crds::install(&s.http(), &crate::crds::widget_crd(), widgets).await;
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                        "metadata": {"name": "w"}, "spec": {"replicas": 2}});
+    created(&s, widgets, widget).await;
+    let scale_path = format!("{widgets}/w/scale");
+
+    let r = get_protobuf(&s, &scale_path).await;
+    let scale = autoscaling::Scale::decode(opened(&r, "Scale").as_slice()).unwrap();
+    assert_eq!(scale.metadata.and_then(|m| m.name).as_deref(), Some("w"));
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(2));
+    assert_eq!(scale.status.and_then(|s| s.replicas), Some(0));
+
+    let put = autoscaling::Scale {
+        metadata: named("w"),
+        spec: Some(autoscaling::ScaleSpec { replicas: Some(5) }),
+        ..Default::default()
+    };
+    let r = s
+        .send(
+            "PUT",
+            &scale_path,
+            Some(&envelope("autoscaling/v1", "Scale", put.encode_to_vec())),
+            &[("content-type", PROTOBUF), ("accept", PROTOBUF)],
+        )
+        .await;
+    assert_eq!(r.code(), 200, "{}", body(&r));
+    let scale = autoscaling::Scale::decode(opened(&r, "Scale").as_slice()).unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(5));
+    let r = s.send("GET", &format!("{widgets}/w"), None, &[]).await;
+    assert_eq!(r.json()["spec"]["replicas"], 5, "{}", body(&r));
+}
+
 // ---------------------------------------------------------------------------------------------
 // kubectl against a TLS server with its admin kubeconfig.
 

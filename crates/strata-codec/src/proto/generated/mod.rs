@@ -12,6 +12,11 @@ pub mod k8s {
                     include!("k8s.io.api.authorization.v1.rs");
                 }
             }
+            pub mod autoscaling {
+                pub mod v1 {
+                    include!("k8s.io.api.autoscaling.v1.rs");
+                }
+            }
             pub mod coordination {
                 pub mod v1 {
                     include!("k8s.io.api.coordination.v1.rs");
