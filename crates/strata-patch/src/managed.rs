@@ -679,34 +679,37 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_scale_shows_the_owners_of_the_replicas_path_only() {
-        let parent = ManagedFields {
+    /// An applier owning the replicas path and more, an updater owning something else, and
+    /// an updater through `/scale`.
+    fn three_managers() -> ManagedFields {
+        let owns = |manager, op, sub, fields_v1| owner(manager, op, "g/v1", sub, fields_v1);
+        ManagedFields {
             entries: vec![
-                owner(
+                owns(
                     "ctl",
                     Operation::Apply,
-                    "g/v1",
                     None,
                     json!({"f:spec": {"f:count": {}, "f:image": {}}}),
                 ),
-                owner(
+                owns(
                     "other",
                     Operation::Update,
-                    "g/v1",
                     None,
                     json!({"f:spec": {"f:image": {}}}),
                 ),
-                owner(
+                owns(
                     "hpa",
                     Operation::Update,
-                    "g/v1",
                     Some("scale"),
                     json!({"f:spec": {"f:count": {}}}),
                 ),
             ],
-        };
-        let scale = parent.to_scale(&replicas_path(), "autoscaling/v1");
+        }
+    }
+
+    #[test]
+    fn a_scale_shows_the_owners_of_the_replicas_path_only() {
+        let scale = three_managers().to_scale(&replicas_path(), "autoscaling/v1");
         let described: Vec<_> = scale
             .entries
             .iter()
@@ -726,27 +729,8 @@ mod tests {
 
     #[test]
     fn after_a_scale_write_its_owners_own_the_replicas_path() {
-        let parent = ManagedFields {
-            entries: vec![
-                owner(
-                    "ctl",
-                    Operation::Apply,
-                    "g/v1",
-                    None,
-                    json!({"f:spec": {"f:count": {}, "f:image": {}}}),
-                ),
-                owner(
-                    "hpa",
-                    Operation::Update,
-                    "g/v1",
-                    Some("scale"),
-                    json!({"f:spec": {"f:count": {}}}),
-                ),
-            ],
-        };
+        let parent = three_managers();
         // A forced apply to the Scale took `spec.replicas` from both owners.
-        let mut scale = parent.to_scale(&replicas_path(), "autoscaling/v1");
-        scale.entries.clear();
         let mut applier = owner(
             "scaler",
             Operation::Apply,
@@ -755,7 +739,9 @@ mod tests {
             json!({"f:spec": {"f:replicas": {}}}),
         );
         applier.time = Some(T1.into());
-        scale.entries.push(applier);
+        let scale = ManagedFields {
+            entries: vec![applier],
+        };
         let after = parent.from_scale(&scale, &replicas_path(), "g/v1");
         let listed: Vec<_> = after
             .entries
@@ -772,8 +758,15 @@ mod tests {
         assert_eq!(
             listed,
             vec![
-                // The applier keeps the rest of its fields; the Update entry had nothing else.
+                // The applier keeps the rest of its fields, the other updater all of its own;
+                // the updater through /scale had nothing else.
                 ("ctl", "g/v1", Some(T0), json!({"f:spec": {"f:image": {}}})),
+                (
+                    "other",
+                    "g/v1",
+                    Some(T0),
+                    json!({"f:spec": {"f:image": {}}})
+                ),
                 (
                     "scaler",
                     "g/v1",
@@ -787,10 +780,10 @@ mod tests {
         let mut scale = parent.to_scale(&replicas_path(), "autoscaling/v1");
         scale.entries[1].time = Some(T1.into());
         let after = parent.from_scale(&scale, &replicas_path(), "g/v1");
-        assert_eq!(after.entries.len(), 2);
-        assert_eq!(after.entries[0], parent.entries[0]);
-        assert_eq!(after.entries[1].time.as_deref(), Some(T1));
-        assert_eq!(after.entries[1].fields, parent.entries[1].fields);
+        assert_eq!(after.entries[..2], parent.entries[..2]);
+        assert_eq!(after.entries[2].time.as_deref(), Some(T1));
+        assert_eq!(after.entries[2].fields, parent.entries[2].fields);
+        assert_eq!(after.entries.len(), 3);
     }
 
     #[test]
