@@ -321,7 +321,7 @@ pub fn scale_of(obj: &Object, paths: &ScalePaths) -> Value {
     }
     json!({
         "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
+        "apiVersion": SCALE_VERSION,
         "metadata": metadata,
         "spec": spec,
         "status": status,
