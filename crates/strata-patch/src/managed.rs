@@ -80,6 +80,20 @@ impl ManagedFieldsEntry {
         }
     }
 
+    /// The entry of the same manager, operation, time and sub-resource owning `fields`,
+    /// recorded at `api_version`, without copying this entry's own fields.
+    fn owning(&self, api_version: &str, fields: FieldSet) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: self.manager.clone(),
+            operation: self.operation,
+            api_version: api_version.to_string(),
+            time: self.time.clone(),
+            fields_type: self.fields_type.clone(),
+            fields,
+            subresource: self.subresource.clone(),
+        }
+    }
+
     /// Whether both entries belong to the same manager as Kubernetes identifies managers: by
     /// name, operation and subresource, and for Update entries also by API version (an applier
     /// keeps one entry whatever version it applies with).
@@ -336,11 +350,7 @@ impl ManagedFields {
             .entries
             .iter()
             .filter(|e| e.fields.contains(replicas))
-            .map(|e| ManagedFieldsEntry {
-                api_version: scale_version.to_string(),
-                fields: scale_replicas(),
-                ..e.clone()
-            })
+            .map(|e| e.owning(scale_version, scale_replicas()))
             .collect();
         ManagedFields { entries }
     }
@@ -383,11 +393,9 @@ impl ManagedFields {
             }
         }
         for owner in owners {
-            let entry = ManagedFieldsEntry {
-                api_version: version.to_string(),
-                fields: replicas_set.clone(),
-                ..owner.clone()
-            };
+            let entry = owner.owning(version, replicas_set.clone());
+            // The same writer may hold an entry without the path: one written when the CRD
+            // named another replicas path.
             match out.entries.iter_mut().find(|e| same_writer(e, &entry)) {
                 Some(existing) => {
                     existing.fields.extend(&replicas_set);
