@@ -1,8 +1,14 @@
 //! The managedFields a create records (`managed::record_update` with no old object), on a
 //! custom resource shaped like `cargo xtask bench --only crd`'s WebApp (nested objects, two list
 //! maps, a string map) and on a ServiceAccount with the built-in schema. Each iteration clones
-//! the object first, as a create owns its body; `clone` alone is measured beside it. Run with
-//! `cargo bench -p strata-patch --bench managed`; results are in `docs/benchmarks.md`.
+//! the object first, as a create owns its body; `clone` alone is measured beside it.
+//!
+//! Also a server-side apply to a ServiceAccount that `managers` managers share, each owning
+//! one label it sets (`cargo xtask bench --only updates`' contended apply, without the
+//! server): one manager changing its label's value, with 64 managers and with one.
+//!
+//! Run with `cargo bench -p strata-patch --bench managed`; results are in
+//! `docs/benchmarks.md`.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -11,6 +17,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 use strata_object::builtin;
 use strata_object::schema::{CompiledSchema, Node};
+use strata_patch::apply;
 use strata_patch::managed::record_update;
 
 #[global_allocator]
@@ -119,12 +126,52 @@ fn bench_create(c: &mut Criterion, name: &str, object: &Value, schema: Node) {
     });
 }
 
+/// A ServiceAccount as `managers` appliers leave it, each having applied label
+/// `client-<i>`.
+fn shared_service_account(managers: usize, schema: Node) -> Value {
+    let mut live: Option<Value> = None;
+    for i in 0..managers {
+        let config = label_config(i, "v0");
+        let applied = apply(
+            live.as_ref(),
+            &config,
+            schema,
+            &format!("client-{i}"),
+            false,
+            "v1",
+            NOW,
+        );
+        live = Some(applied.expect("each manager owns its own label"));
+    }
+    live.expect("at least one manager")
+}
+
+fn label_config(i: usize, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+           "metadata": {"name": "shared", "namespace": "default",
+                        "labels": {format!("client-{i}"): value}}})
+}
+
+fn bench_apply(c: &mut Criterion, managers: usize, schema: Node) {
+    let live = shared_service_account(managers, schema);
+    let config = label_config(managers / 2, "v1");
+    let manager = format!("client-{}", managers / 2);
+    c.bench_function(&format!("apply-label/{managers}-managers"), |b| {
+        b.iter(|| {
+            let applied = apply(Some(&live), &config, schema, &manager, false, "v1", NOW);
+            black_box(applied.expect("the manager owns the label it changes"))
+        })
+    });
+}
+
 fn managed(c: &mut Criterion) {
     let web_app_schema = web_app_schema();
     bench_create(c, "web-app", &web_app(), web_app_schema.root());
     let sa = builtin::service_account();
     let sa_schema = sa.schema().expect("the built-in kind has a schema");
     bench_create(c, "service-account", &service_account(), sa_schema);
+    bench_apply(c, 1, sa_schema);
+    bench_apply(c, 64, sa_schema);
 }
 
 criterion_group! {

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde_json::{Map, Value};
 use strata_object::schema::{Node, Shape};
 
-use crate::fieldpath::{self, compare, raw_fields, tidy, Path, PathElement, Track};
-use crate::managed::{ManagedFields, ManagedFieldsEntry, Operation};
+use crate::fieldpath::{self, compare_views, raw_fields, tidy, Path, PathElement, Track};
+use crate::managed::{ManagedFieldsEntry, Operation, StoredManagers};
 
 /// One field another manager owns that an apply would change.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,15 +213,17 @@ pub fn apply_through(
     let empty = Value::Object(Map::new());
     let live_obj = live.unwrap_or(&empty);
     // Stored managedFields are always written by this crate; unreadable ones count as none.
-    let mut managed = ManagedFields::of_object(live_obj).unwrap_or_default();
+    let mut managed = StoredManagers::of_object(live_obj).unwrap_or_else(|_| StoredManagers {
+        entries: Vec::new(),
+    });
     let live_content = without_managed_fields(live_obj);
 
     let ignored = fieldpath::reset_fields(schema, subresource);
     let mut applier = ManagedFieldsEntry::new(manager, Operation::Apply, api_version, subresource);
-    let previous = managed.find(&applier);
-    let last = previous.map(|e| e.fields.clone()).unwrap_or_default();
-    let last_version = previous.map(|e| e.api_version.clone());
-    let last_time = previous.and_then(|e| e.time.clone());
+    let (last, last_version) = match managed.find_mut(&applier) {
+        Some(e) => (e.fields().clone(), Some(e.entry.api_version.clone())),
+        None => (fieldpath::FieldSet::new(), None),
+    };
     let applied_fields = raw_fields(&config, schema).recursive_difference(&ignored);
 
     let merged = merge(Some(&live_content), Some(&config), Some(schema)).unwrap_or_default();
@@ -233,37 +235,46 @@ pub fn apply_through(
         let mut owned = applied_fields
             .union(fieldpath::system_fields())
             .union(&ignored);
-        for e in managed.entries.iter().filter(|e| !e.same_manager(&applier)) {
-            owned.extend(&e.fields);
+        for e in managed
+            .entries
+            .iter_mut()
+            .filter(|e| !e.entry.same_manager(&applier))
+        {
+            owned.extend(e.fields());
         }
         prune(merged, &last, &owned, schema)
     };
     let result = tidy(&pruned, Some(schema)).unwrap_or_else(|| empty.clone());
 
-    let cmp = compare(&live_content, &result, schema).excluding(&ignored);
+    let live_view = fieldpath::typed_view(&live_content, schema);
+    let result_view = fieldpath::typed_view(&result, schema);
+    let cmp = compare_views(&live_view, &result_view, schema).excluding(&ignored);
     let changed = cmp.modified.union(&cmp.added);
     let mut others_changed = false;
     let mut conflicts = Vec::new();
+    // Most managers own none of what changed: their entries are checked along the changed
+    // paths only, and written back as they were.
     for e in managed
         .entries
         .iter_mut()
-        .filter(|e| !e.same_manager(&applier))
+        .filter(|e| !e.entry.same_manager(&applier))
     {
-        let clash = e.fields.intersection(&changed);
+        let clash = e.intersection(&changed);
         for path in clash.paths() {
             conflicts.push(Conflict {
-                manager: e.manager.clone(),
-                operation: e.operation,
-                api_version: e.api_version.clone(),
-                time: e.time.clone(),
-                subresource: e.subresource.clone(),
+                manager: e.entry.manager.clone(),
+                operation: e.entry.operation,
+                api_version: e.entry.api_version.clone(),
+                time: e.entry.time.clone(),
+                subresource: e.entry.subresource.clone(),
                 path,
             });
         }
-        let gone = e.fields.intersection(&cmp.removed);
+        let gone = e.intersection(&cmp.removed);
         if !clash.is_empty() || !gone.is_empty() {
-            e.fields.subtract(&clash);
-            e.fields.subtract(&gone);
+            let fields = e.fields_mut();
+            fields.subtract(&clash);
+            fields.subtract(&gone);
             others_changed = true;
         }
     }
@@ -278,23 +289,13 @@ pub fn apply_through(
     // recorded at the same version.
     let applier_unchanged =
         applier.fields == last && (last.is_empty() || last_version.as_deref() == Some(api_version));
-    applier.time = last_time;
-    managed.upsert(applier.clone());
-    managed.entries.retain(|e| !e.fields.is_empty());
-
-    let unchanged = !others_changed
-        && applier_unchanged
-        && fieldpath::typed_view(&live_content, schema) == fieldpath::typed_view(&result, schema);
+    // An entry left empty is not written, so its time does not matter.
+    applier.time = Some(now.to_string());
+    let unchanged = !others_changed && applier_unchanged && live_view == result_view;
     if live.is_some() && unchanged {
         return Ok(live_obj.clone());
     }
-    if let Some(e) = managed
-        .entries
-        .iter_mut()
-        .find(|e| e.same_manager(&applier))
-    {
-        e.time = Some(now.to_string());
-    }
+    managed.upsert(applier);
     let mut result = result;
     managed.write_to(&mut result);
     Ok(result)

@@ -471,6 +471,79 @@ impl FieldSet {
     }
 }
 
+/// [`FieldSet::intersection`] of `set` with the set the `FieldsV1` object `map` stands for,
+/// read along `set`'s paths instead of parsing all of `map`: an entry of one of many managers is
+/// mostly checked against the few fields a write changes. `None` when that cannot be read so:
+/// `set` holds an element other than a field (whose key could be spelled more than one way), or
+/// `map` is malformed on the way. Then parse it.
+pub(crate) fn fields_v1_intersection(map: &Map<String, Value>, set: &FieldSet) -> Option<FieldSet> {
+    let mut out = FieldSet::new();
+    let mut key = String::new();
+    let mut inner_of = |pe: &PathElement| -> Option<Option<&Map<String, Value>>> {
+        let PathElement::Field(name) = pe else {
+            return None;
+        };
+        key.clear();
+        key.push_str("f:");
+        key.push_str(name);
+        match map.get(&key) {
+            None => Some(None),
+            Some(Value::Object(inner)) => Some(Some(inner)),
+            Some(_) => None,
+        }
+    };
+    for pe in &set.members {
+        if let Some(inner) = inner_of(pe)? {
+            if fields_v1_is_member(inner)? {
+                out.members.insert(pe.clone());
+            }
+        }
+    }
+    for (pe, below) in &set.children {
+        if let Some(inner) = inner_of(pe)? {
+            let both = fields_v1_intersection(inner, below)?;
+            if !both.is_empty() {
+                out.children.insert(pe.clone(), both);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether the node whose `FieldsV1` object is `map` is itself a member, as
+/// [`read_fields_v1`] decides: it says so (`"."`), or nothing of a known kind is below it.
+/// `None` for a malformed key.
+fn fields_v1_is_member(map: &Map<String, Value>) -> Option<bool> {
+    if map.contains_key(".") {
+        return Some(true);
+    }
+    Some(!fields_v1_has_elements(map)?)
+}
+
+/// Whether a `FieldsV1` object has keys of element kinds this version reads (`f:`, `v:`, `i:`,
+/// `k:`); `None` for a malformed key.
+fn fields_v1_has_elements(map: &Map<String, Value>) -> Option<bool> {
+    let mut found = false;
+    for key in map.keys().filter(|k| *k != ".") {
+        match key.as_bytes() {
+            [b'f' | b'v' | b'i' | b'k', b':', ..] => found = true,
+            [_, b':', ..] => {}
+            _ => return None,
+        }
+    }
+    Some(found)
+}
+
+/// Whether a `fieldsV1` member (absent is none) stands for the empty set, told without parsing
+/// it; a malformed one counts as not empty.
+pub(crate) fn fields_v1_is_empty(fields_v1: Option<&Value>) -> bool {
+    match fields_v1 {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(map)) => fields_v1_has_elements(map) == Some(false),
+        Some(_) => false,
+    }
+}
+
 /// Reads one `FieldsV1` object: the set below it and whether the node itself is a member.
 fn read_fields_v1(map: &Map<String, Value>) -> Result<(FieldSet, bool), String> {
     let mut set = FieldSet::new();
@@ -804,16 +877,13 @@ impl Comparison {
 
 /// Compares two versions of an object per `schema`, on their typed forms (see [`typed_view`]).
 pub(crate) fn compare(old: &Value, new: &Value, schema: Node) -> Comparison {
-    let old = typed_view(old, schema);
-    let new = typed_view(new, schema);
+    compare_views(&typed_view(old, schema), &typed_view(new, schema), schema)
+}
+
+/// [`compare`] of two versions already in their typed forms.
+pub(crate) fn compare_views(old: &Value, new: &Value, schema: Node) -> Comparison {
     let mut c = Comparison::default();
-    compare_at(
-        Some(&old),
-        Some(&new),
-        Some(schema),
-        &mut Vec::new(),
-        &mut c,
-    );
+    compare_at(Some(old), Some(new), Some(schema), &mut Vec::new(), &mut c);
     c
 }
 
@@ -1389,6 +1459,53 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&set.to_fields_v1()).unwrap(),
             r#"{"f:automountServiceAccountToken":{},"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:secrets":{".":{},"k:{\"name\":\"s1\"}":{".":{},"f:name":{}}}}"#
+        );
+    }
+
+    #[test]
+    fn fields_v1_intersection_matches_parsing_first() {
+        let owned = [
+            json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:tier": {}}}}),
+            json!({"f:metadata": {"f:labels": {"f:app": {}}, "f:annotations": {}}}),
+            json!({"f:metadata": {"f:labels": {"x:unknown": {}}}}),
+            json!({"f:metadata": {"f:labels": {}}}),
+            json!({"f:secrets": {"k:{\"name\":\"s1\"}": {".": {}, "f:name": {}}}}),
+            json!({}),
+        ];
+        let sets = [
+            set_of(&[&[f("metadata"), f("labels"), f("app")]]),
+            set_of(&[&[f("metadata"), f("labels")]]),
+            set_of(&[
+                &[f("metadata"), f("labels")],
+                &[f("metadata"), f("annotations")],
+            ]),
+            set_of(&[&[f("metadata"), f("labels"), f("tier")], &[f("secrets")]]),
+            set_of(&[&[f("metadata")]]),
+            FieldSet::new(),
+        ];
+        for v in &owned {
+            let parsed = FieldSet::from_fields_v1(v).unwrap();
+            let map = v.as_object().unwrap();
+            assert_eq!(fields_v1_is_empty(Some(v)), parsed.is_empty(), "{v}");
+            for set in &sets {
+                assert_eq!(
+                    fields_v1_intersection(map, set),
+                    Some(parsed.intersection(set)),
+                    "{v} and {set:?}"
+                );
+            }
+        }
+        // A key element could be spelled another way in the stored entry: not read along it.
+        let keyed = set_of(&[&[f("secrets"), key("name", "s1"), f("name")]]);
+        assert_eq!(
+            fields_v1_intersection(owned[4].as_object().unwrap(), &keyed),
+            None
+        );
+        // A malformed key on the way is left to parsing, which reports it.
+        let bad = json!({"f:metadata": {"f:labels": {"app": {}}}});
+        assert_eq!(
+            fields_v1_intersection(bad.as_object().unwrap(), &sets[1]),
+            None
         );
     }
 

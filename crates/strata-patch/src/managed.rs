@@ -174,6 +174,13 @@ impl ManagedFieldsEntry {
     }
 
     fn parse(value: &Value) -> Result<ManagedFieldsEntry, String> {
+        let (mut entry, fields_v1) = ManagedFieldsEntry::parse_header(value)?;
+        entry.fields = read_fields(fields_v1)?;
+        Ok(entry)
+    }
+
+    /// Everything of an entry but its fields (left empty), and its `fieldsV1` member.
+    fn parse_header(value: &Value) -> Result<(ManagedFieldsEntry, Option<&Value>), String> {
         let Value::Object(obj) = value else {
             return Err("must be an object".into());
         };
@@ -220,19 +227,35 @@ impl ManagedFieldsEntry {
                 return Err(format!("time {t:?} is not an RFC 3339 timestamp"));
             }
         }
-        let fields = match fields_v1 {
-            Some(v) => FieldSet::from_fields_v1(v).map_err(|e| format!("fieldsV1: {e}"))?,
-            None => FieldSet::new(),
-        };
-        Ok(ManagedFieldsEntry {
+        let entry = ManagedFieldsEntry {
             manager: text("manager", manager)?.unwrap_or_default(),
             operation,
             api_version,
             time,
             fields_type: "FieldsV1".into(),
-            fields,
+            fields: FieldSet::new(),
             subresource: text("subresource", subresource)?.filter(|s| !s.is_empty()),
-        })
+        };
+        Ok((entry, fields_v1))
+    }
+
+    /// The key Kubernetes orders entries by (see [`ManagedFields::sorted_entries`]).
+    fn order(&self) -> (Operation, i64, &str, &str, Option<&str>) {
+        (
+            self.operation,
+            self.seconds(),
+            self.manager.as_str(),
+            self.api_version.as_str(),
+            self.subresource.as_deref(),
+        )
+    }
+}
+
+/// The fields of an entry's `fieldsV1` member (absent is none).
+fn read_fields(fields_v1: Option<&Value>) -> Result<FieldSet, String> {
+    match fields_v1 {
+        Some(v) => FieldSet::from_fields_v1(v).map_err(|e| format!("fieldsV1: {e}")),
+        None => Ok(FieldSet::new()),
     }
 }
 
@@ -305,15 +328,7 @@ impl ManagedFields {
             .filter(|e| !e.fields.is_empty())
             .collect();
         // Each time is parsed once, not at every comparison.
-        entries.sort_by_cached_key(|e| {
-            (
-                e.operation,
-                e.seconds(),
-                e.manager.as_str(),
-                e.api_version.as_str(),
-                e.subresource.as_deref(),
-            )
-        });
+        entries.sort_by_cached_key(|e| e.order());
         entries
     }
 
@@ -460,6 +475,134 @@ impl ManagedFields {
                 b.time = merged.time;
             }
             count -= 1;
+        }
+    }
+}
+
+/// An object's stored `managedFields` as an apply reads them: every entry's manager, operation,
+/// version, time and sub-resource at once, its fields only when asked. On an object many
+/// managers write, an apply checks most entries only against the few fields it changes and
+/// writes them back as they were stored.
+pub(crate) struct StoredManagers<'v> {
+    pub(crate) entries: Vec<StoredEntry<'v>>,
+}
+
+/// One entry of [`StoredManagers`].
+pub(crate) struct StoredEntry<'v> {
+    /// The entry; its `fields` hold something only once read (see [`StoredEntry::fields`]).
+    pub(crate) entry: ManagedFieldsEntry,
+    /// The entry as stored, while it is unchanged; `None` for a new or changed entry.
+    stored: Option<&'v Value>,
+    fields_v1: Option<&'v Value>,
+    read: bool,
+}
+
+impl<'v> StoredManagers<'v> {
+    /// Reads the entries of `obj`'s `metadata.managedFields` (absent is none); a later entry of
+    /// the same manager replaces an earlier one, as [`ManagedFields::parse`] does.
+    pub(crate) fn of_object(obj: &'v Value) -> Result<StoredManagers<'v>, String> {
+        let items = match obj.pointer("/metadata/managedFields") {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(items)) => items.as_slice(),
+            Some(_) => return Err("metadata.managedFields must be a list".into()),
+        };
+        let mut out = StoredManagers {
+            entries: Vec::with_capacity(items.len()),
+        };
+        for item in items {
+            let (entry, fields_v1) = ManagedFieldsEntry::parse_header(item)?;
+            out.put(StoredEntry {
+                entry,
+                stored: Some(item),
+                fields_v1,
+                read: false,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The entry of the manager `probe` identifies.
+    pub(crate) fn find_mut(&mut self, probe: &ManagedFieldsEntry) -> Option<&mut StoredEntry<'v>> {
+        self.entries
+            .iter_mut()
+            .find(|e| e.entry.same_manager(probe))
+    }
+
+    /// Adds `entry` (whose fields are complete) in place of the same manager's.
+    pub(crate) fn upsert(&mut self, entry: ManagedFieldsEntry) {
+        self.put(StoredEntry {
+            entry,
+            stored: None,
+            fields_v1: None,
+            read: true,
+        });
+    }
+
+    fn put(&mut self, new: StoredEntry<'v>) {
+        match self.find_mut(&new.entry) {
+            Some(existing) => *existing = new,
+            None => self.entries.push(new),
+        }
+    }
+
+    /// Stores the entries that own something in `obj`'s `metadata.managedFields`, in
+    /// Kubernetes' order (see [`ManagedFields::sorted_entries`]), or removes the member when
+    /// none does. Unchanged entries are written as they were stored.
+    pub(crate) fn write_to(&self, obj: &mut Value) {
+        let mut entries: Vec<&StoredEntry> =
+            self.entries.iter().filter(|e| !e.is_empty()).collect();
+        entries.sort_by_cached_key(|e| e.entry.order());
+        let values = entries
+            .into_iter()
+            .map(|e| match e.stored {
+                Some(stored) => stored.clone(),
+                None => e.entry.to_value(),
+            })
+            .collect();
+        write_entries(obj, values);
+    }
+}
+
+impl StoredEntry<'_> {
+    /// The entry's fields, read from the stored entry the first time. Unreadable fields count
+    /// as none: stored managedFields are always written by this crate.
+    pub(crate) fn fields(&mut self) -> &FieldSet {
+        if !self.read {
+            self.entry.fields = read_fields(self.fields_v1).unwrap_or_default();
+            self.read = true;
+        }
+        &self.entry.fields
+    }
+
+    /// [`StoredEntry::fields`] to change: the entry is then written anew.
+    pub(crate) fn fields_mut(&mut self) -> &mut FieldSet {
+        self.fields();
+        self.stored = None;
+        &mut self.entry.fields
+    }
+
+    /// The fields of `set` the entry owns, without reading all of its fields when the stored
+    /// entry answers along `set`'s paths.
+    pub(crate) fn intersection(&mut self, set: &FieldSet) -> FieldSet {
+        if !self.read {
+            match self.fields_v1 {
+                None | Some(Value::Null) => return FieldSet::new(),
+                Some(Value::Object(map)) => {
+                    if let Some(both) = fieldpath::fields_v1_intersection(map, set) {
+                        return both;
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        self.fields().intersection(set)
+    }
+
+    fn is_empty(&self) -> bool {
+        if self.read {
+            self.entry.fields.is_empty()
+        } else {
+            fieldpath::fields_v1_is_empty(self.fields_v1)
         }
     }
 }
