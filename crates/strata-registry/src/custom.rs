@@ -235,6 +235,10 @@ impl Strategy for CustomResourceStrategy {
         (errors, warnings)
     }
 
+    fn reads_back_as_written(&self) -> bool {
+        false
+    }
+
     fn convert_from_storage(&self, obj: &mut Object) {
         let c = self.current();
         obj.as_map_mut()

@@ -565,6 +565,10 @@ impl Strategy for EventsV1Strategy {
         errors
     }
 
+    fn reads_back_as_written(&self) -> bool {
+        false
+    }
+
     fn convert_from_storage(&self, obj: &mut Object) {
         convert_event(obj, true);
     }

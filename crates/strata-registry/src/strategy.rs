@@ -89,7 +89,15 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Turns a stored object into this type's form, for a type stored with another's objects
     /// (`strata_object::resource::COHABITING`); the stored form is usually the type's own.
+    /// A strategy that overrides it says so in [`Strategy::reads_back_as_written`].
     fn convert_from_storage(&self, _obj: &mut Object) {}
+
+    /// Whether an object just written reads back as it was: [`Strategy::convert_from_storage`]
+    /// changes nothing of it. Then the next update of a contended object may build on the
+    /// written object itself instead of decoding its stored bytes.
+    fn reads_back_as_written(&self) -> bool {
+        true
+    }
 
     /// The form an object of this type is stored in (the inverse of
     /// [`Strategy::convert_from_storage`]): the object itself when that is its stored form, as

@@ -57,6 +57,12 @@ pub struct WriteOptions {
     pub admit: Option<Admit>,
     /// Whether the client named `fieldManager` (apply requires it).
     pub manager_given: bool,
+    /// The caller answers with [`Written::json`] whenever it is set, and then reads no more of
+    /// [`Written::object`] than its metadata. An update of an object others are waiting to
+    /// update too then hands the object it wrote on to the next writer instead of copying it,
+    /// and answers with an object of the written one's `apiVersion`, `kind` and `metadata`
+    /// (`managedFields` left out).
+    pub answer_json: bool,
 }
 
 impl WriteOptions {
@@ -97,6 +103,7 @@ impl WriteOptions {
             subresource: String::new(),
             admit: None,
             manager_given: !field_manager.is_empty(),
+            answer_json: false,
         })
     }
 
@@ -611,15 +618,20 @@ impl Registry {
             let expecting = value
                 .is_some()
                 .then(|| rt.decoder.expect(&key, &obj, &planned));
-            if let Some(bytes) = value
-                .as_ref()
-                .filter(|_| planned.is_own() && queue.has_waiting())
-            {
+            if let Some(bytes) = value.as_ref().filter(|_| planned.is_own()) {
                 // The next writer builds on this version: it takes the object, as decoding
-                // the bytes would make it, instead of decoding them.
-                let mut kept = obj.clone();
-                rt.strategy.convert_from_storage(&mut kept);
-                chain.tip_object = Some((bytes.clone(), kept));
+                // the bytes would make it, instead of decoding them. When this writer answers
+                // with the JSON alone, the object itself goes on (whether or not anyone waits
+                // yet: writers of a contended object arrive in bursts); otherwise a copy, for a
+                // writer already waiting.
+                if opts.answer_json && rt.strategy.reads_back_as_written() {
+                    let header = metadata_only(&obj);
+                    chain.tip_object = Some((bytes.clone(), std::mem::replace(&mut obj, header)));
+                } else if queue.has_waiting() {
+                    let mut kept = obj.clone();
+                    rt.strategy.convert_from_storage(&mut kept);
+                    chain.tip_object = Some((bytes.clone(), kept));
+                }
             }
             let answer = entered.push(&mut chain, value, &self.store);
             drop(chain);
@@ -851,4 +863,27 @@ impl Registry {
         };
         Ok((kv, current))
     }
+}
+
+/// The `apiVersion`, `kind` and `metadata` of `obj` without `managedFields`: what a writer that
+/// handed its object on keeps of it (see [`WriteOptions::answer_json`]).
+fn metadata_only(obj: &Object) -> Object {
+    let mut out = serde_json::Map::with_capacity(3);
+    for (name, value) in obj.as_map() {
+        match (name.as_str(), value) {
+            ("apiVersion" | "kind", _) => {
+                out.insert(name.clone(), value.clone());
+            }
+            ("metadata", Value::Object(meta)) => {
+                let meta = meta
+                    .iter()
+                    .filter(|(field, _)| *field != "managedFields")
+                    .map(|(field, v)| (field.clone(), v.clone()))
+                    .collect();
+                out.insert(name.clone(), Value::Object(meta));
+            }
+            _ => {}
+        }
+    }
+    Object::from_value(Value::Object(out)).unwrap_or_default()
 }

@@ -213,6 +213,12 @@ pub(crate) fn cached_json(code: u16, json: &[u8]) -> Response<Body> {
     respond::bytes(code, body, "application/json")
 }
 
+/// Whether [`written_response`] answers with the write's JSON when it has one (and needs
+/// nothing of its object then but the metadata): see `WriteOptions::answer_json`.
+pub(crate) fn answers_json(output: &Output, render: Render) -> bool {
+    *output == Output::Json && !render.pretty
+}
+
 /// A write's response: the object, with one `Warning` header per field-validation warning.
 pub(crate) fn written_response(
     code: u16,
@@ -223,7 +229,7 @@ pub(crate) fn written_response(
 ) -> Response<Body> {
     let mut resp = match written.json {
         // The JSON the write made for the watch cache, which a GET of this version answers.
-        Some(json) if *output == Output::Json && !render.pretty => cached_json(code, &json),
+        Some(json) if answers_json(output, render) => cached_json(code, &json),
         _ => object_response(code, written.object, output, include, render),
     };
     respond::add_warnings(&mut resp, &written.warnings);

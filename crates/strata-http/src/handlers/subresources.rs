@@ -14,7 +14,7 @@ use super::body::{body_bytes, decode_strict};
 use super::header_str;
 use super::options::patch_kind;
 use super::options::{dry_run, write_options};
-use super::render::{object_response, written_response};
+use super::render::{answers_json, object_response, written_response};
 use super::verbs::patch_object;
 use crate::negotiate::Offer;
 use crate::query::Query;
@@ -86,6 +86,7 @@ pub(crate) async fn subresource(
         let options_kind = if put { "UpdateOptions" } else { "PatchOptions" };
         let mut opts = write_options(&query, req.headers(), options_kind)?;
         opts.subresource = sub.name.clone();
+        opts.answer_json = answers_json(&output, render);
         let (ns, name) = (info.namespace.as_str(), info.name.as_str());
         let written = if put {
             let body = object_body(fe, req, &rt.info.gvk()).await?;

@@ -14,7 +14,9 @@ use super::header_str;
 use super::options::{
     delete_options, list_options, patch_kind, watch_options, watch_timeout, write_options,
 };
-use super::render::{cached_json, list_response, object_response, protobuf_of, written_response};
+use super::render::{
+    answers_json, cached_json, list_response, object_response, protobuf_of, written_response,
+};
 use super::subresources::subresource;
 use crate::negotiate::{self, Offer, Output};
 use crate::query::Query;
@@ -116,6 +118,7 @@ pub(crate) async fn resource(
             let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "UpdateOptions")?;
             opts.admit = strata_auth::escalation::check(fe.rbac.as_ref(), &rt, user);
+            opts.answer_json = answers_json(&output, render);
             let body = object_body(fe, req, &rt.info.gvk()).await?;
             let written = fe.registry.update(&rt, ns, name, body, &opts).await?;
             Ok(written_response(200, written, &output, include, render))
@@ -124,6 +127,7 @@ pub(crate) async fn resource(
             let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "PatchOptions")?;
             opts.admit = strata_auth::escalation::check(fe.rbac.as_ref(), &rt, user);
+            opts.answer_json = answers_json(&output, render);
             let written = patch_object(fe, req, &rt, ns, name, opts).await?;
             let code = if written.created { 201 } else { 200 };
             Ok(written_response(code, written, &output, include, render))

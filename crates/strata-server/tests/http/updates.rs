@@ -754,7 +754,9 @@ async fn read_modify_write_clients_all_finish_and_lose_no_update() {
 
 /// Clients patching and applying one object at once take turns in the server, each version
 /// built on the one before even before it is stored: every write is answered with a version
-/// of its own holding its change and every change before it, and none is lost.
+/// of its own holding its change and every change before it, and none is lost. A quarter of
+/// the clients ask for indented JSON, which the server renders from the object rather than
+/// answering with the JSON the write made: both kinds of answer are whole objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_patches_and_applies_of_one_object_build_on_each_other() {
     const CLIENTS: usize = 12;
@@ -769,19 +771,29 @@ async fn concurrent_patches_and_applies_of_one_object_build_on_each_other() {
             let mut answers = Vec::new();
             for n in 1..=WRITES {
                 let label = json!({"metadata": {"labels": {format!("c{c}"): n.to_string()}}});
+                let pretty = if c % 4 >= 2 { "pretty=true&" } else { "" };
                 let r = if c % 2 == 0 {
-                    http.send_json("PATCH", &path, &label, MERGE).await
+                    let merge = format!("{path}?{pretty}");
+                    http.send_json("PATCH", &merge, &label, MERGE).await
                 } else {
                     let mut config = label.clone();
                     config["apiVersion"] = json!("v1");
                     config["kind"] = json!("ServiceAccount");
                     config["metadata"]["name"] = json!("hot");
-                    let apply = format!("{path}?fieldManager=client-{c}");
+                    let apply = format!("{path}?{pretty}fieldManager=client-{c}");
                     http.send_json("PATCH", &apply, &config, APPLY).await
                 };
                 assert_eq!(r.code(), 200, "{}", String::from_utf8_lossy(&r.body));
+                assert_eq!(
+                    r.body.windows(3).any(|w| w == b"\n  "),
+                    !pretty.is_empty(),
+                    "{}",
+                    String::from_utf8_lossy(&r.body)
+                );
                 let obj = r.json();
                 assert_eq!(obj["metadata"]["labels"][format!("c{c}")], n.to_string());
+                assert!(obj["metadata"]["managedFields"].is_array(), "{obj}");
+                assert!(obj["metadata"]["uid"].is_string(), "{obj}");
                 answers.push(obj);
             }
             answers
