@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use rocksdb::{ReadOptions, SnapshotWithThreadMode};
+use rocksdb::{ErrorKind, ReadOptions, ReadTier, SnapshotWithThreadMode};
 use strata_store::{
     Changes, Event, KeyValue, RangeRequest, RangeResponse, Result, Revision, StoreError,
 };
@@ -74,9 +74,22 @@ impl<'a> View<'a> {
         let mut it = self
             .snap
             .raw_iterator_cf_opt(self.shared.cf(CF_HISTORY)?, one_key());
-        match version_at(&mut it, key.as_bytes(), rev)? {
-            Some((mod_rev, raw)) => decode_record(&raw)?.into_kv(key.as_bytes(), mod_rev),
-            None => Ok(None),
+        to_kv(key, version_at(&mut it, key.as_bytes(), rev)?)
+    }
+
+    /// [`View::get`] from what RocksDB holds in memory (its memtables and block cache), or
+    /// `None` when the answer is on disk only.
+    pub(crate) fn get_in_memory(&self, key: &str, rev: u64) -> Result<Option<Option<KeyValue>>> {
+        let mut options = one_key();
+        options.set_read_tier(ReadTier::BlockCache);
+        let mut it = self
+            .snap
+            .raw_iterator_cf_opt(self.shared.cf(CF_HISTORY)?, options);
+        it.seek_for_prev(history_key(key.as_bytes(), rev));
+        match it.status() {
+            Err(e) if e.kind() == ErrorKind::Incomplete => Ok(None),
+            Err(e) => Err(db_err(e)),
+            Ok(()) => to_kv(key, landed_on(&it, key.as_bytes())?).map(Some),
         }
     }
 
@@ -208,6 +221,12 @@ pub(crate) fn version_at(
     rev: u64,
 ) -> Result<Option<(u64, Vec<u8>)>> {
     it.seek_for_prev(history_key(key, rev));
+    landed_on(it, key)
+}
+
+/// The version of `key` an iterator that sought it stands on: its revision and raw record, or
+/// `None` when it stands elsewhere.
+fn landed_on(it: &Iter<'_>, key: &[u8]) -> Result<Option<(u64, Vec<u8>)>> {
     if !it.valid() {
         it.status().map_err(db_err)?;
         return Ok(None);
@@ -215,6 +234,14 @@ pub(crate) fn version_at(
     match split_history_key(current_key(it)?)? {
         (k, found) if k == key => Ok(Some((found, current_value(it)?.to_vec()))),
         _ => Ok(None),
+    }
+}
+
+/// The key-value of a version [`version_at`] found (`None` for none, or a deletion).
+fn to_kv(key: &str, found: Option<(u64, Vec<u8>)>) -> Result<Option<KeyValue>> {
+    match found {
+        Some((mod_rev, raw)) => decode_record(&raw)?.into_kv(key.as_bytes(), mod_rev),
+        None => Ok(None),
     }
 }
 

@@ -170,6 +170,35 @@ async fn concurrent_writers_share_write_batches() {
     assert_eq!(s.stats(), stats);
 }
 
+/// A point read that the memtables or the block cache can answer is answered where it was
+/// asked; one that needs the disk (after a reopen: the data flushed, the cache empty) reads it
+/// there, with the same answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_reads_go_to_the_disk_only_when_memory_lacks_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, c) = {
+        let s = open(dir.path());
+        let a = s.create("/r/a", b("1")).await.unwrap();
+        let c = s.create("/r/c", b("3")).await.unwrap();
+        assert_eq!(s.get("/r/a", None).await.unwrap().0, Some(a.clone()));
+        assert_eq!(s.get("/r/b", None).await.unwrap().0, None);
+        assert_eq!(s.stats().disk_gets, 0, "the memtable holds every version");
+        (a, c)
+    };
+    // Closing flushed the memtables: the versions are in a table file only.
+    let s = open(dir.path());
+    assert_eq!(s.get("/r/a", None).await.unwrap().0, Some(a.clone()));
+    assert_eq!(s.stats().disk_gets, 1);
+    // The block read is in the cache now: the same table answers from memory, at any revision.
+    assert_eq!(s.get("/r/c", None).await.unwrap().0, Some(c));
+    assert_eq!(
+        s.get("/r/a", Some(a.mod_revision)).await.unwrap().0,
+        Some(a)
+    );
+    assert_eq!(s.get("/r/b", None).await.unwrap().0, None);
+    assert_eq!(s.stats().disk_gets, 1);
+}
+
 /// Every revision belongs to a write of the one key, so a read at revision `r` must see the
 /// version written at exactly `r`, or report `r` compacted, however compaction races it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
