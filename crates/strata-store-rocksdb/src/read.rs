@@ -71,25 +71,41 @@ impl<'a> View<'a> {
 
     /// `key` as of `rev` (already resolved), `None` when absent then.
     pub(crate) fn get(&self, key: &str, rev: u64) -> Result<Option<KeyValue>> {
-        let mut it = self
-            .snap
-            .raw_iterator_cf_opt(self.shared.cf(CF_HISTORY)?, one_key());
-        to_kv(key, version_at(&mut it, key.as_bytes(), rev)?)
+        self.read_through(ReadTier::All, key, rev)?.ok_or_else(|| {
+            StoreError::Unavailable("a read of every tier came back incomplete".into())
+        })
     }
 
     /// [`View::get`] from what RocksDB holds in memory (its memtables and block cache), or
     /// `None` when the answer is on disk only.
     pub(crate) fn get_in_memory(&self, key: &str, rev: u64) -> Result<Option<Option<KeyValue>>> {
+        self.read_through(ReadTier::BlockCache, key, rev)
+    }
+
+    /// [`View::get`] through `tier`, or `None` when the answer lies beyond it.
+    fn read_through(
+        &self,
+        tier: ReadTier,
+        key: &str,
+        rev: u64,
+    ) -> Result<Option<Option<KeyValue>>> {
         let mut options = one_key();
-        options.set_read_tier(ReadTier::BlockCache);
+        options.set_read_tier(tier);
         let mut it = self
             .snap
             .raw_iterator_cf_opt(self.shared.cf(CF_HISTORY)?, options);
         it.seek_for_prev(history_key(key.as_bytes(), rev));
-        match it.status() {
-            Err(e) if e.kind() == ErrorKind::Incomplete => Ok(None),
-            Err(e) => Err(db_err(e)),
-            Ok(()) => to_kv(key, landed_on(&it, key.as_bytes())?).map(Some),
+        if let Err(e) = it.status() {
+            return match e.kind() {
+                ErrorKind::Incomplete => Ok(None),
+                _ => Err(db_err(e)),
+            };
+        }
+        match landed_on(&it, key.as_bytes())? {
+            Some((mod_rev, raw)) => decode_record(&raw)?
+                .into_kv(key.as_bytes(), mod_rev)
+                .map(Some),
+            None => Ok(Some(None)),
         }
     }
 
@@ -234,14 +250,6 @@ fn landed_on(it: &Iter<'_>, key: &[u8]) -> Result<Option<(u64, Vec<u8>)>> {
     match split_history_key(current_key(it)?)? {
         (k, found) if k == key => Ok(Some((found, current_value(it)?.to_vec()))),
         _ => Ok(None),
-    }
-}
-
-/// The key-value of a version [`version_at`] found (`None` for none, or a deletion).
-fn to_kv(key: &str, found: Option<(u64, Vec<u8>)>) -> Result<Option<KeyValue>> {
-    match found {
-        Some((mod_rev, raw)) => decode_record(&raw)?.into_kv(key.as_bytes(), mod_rev),
-        None => Ok(None),
     }
 }
 
