@@ -230,14 +230,21 @@ pub async fn fan_out(
     let server_cpu_start = procfs::cpu_time(pid)?;
     let client_cpu_start = procfs::cpu_time(std::process::id())?;
     let busy_start = procfs::machine_busy()?;
-    let writes = write(
-        addr,
-        &collection,
-        pace,
-        Duration::from_secs(plan.seconds),
-        epoch,
-    )
-    .await;
+    // The writers get a thread and runtime of their own. On the watchers' runtime a create's
+    // request would wait to be written (by its connection's task) behind the thousand watcher
+    // tasks a delivery wakes in this process, and that wait would count as delivery latency.
+    let writes = {
+        let collection = collection.clone();
+        let seconds = Duration::from_secs(plan.seconds);
+        tokio::task::spawn_blocking(move || -> Result<Writes> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok(runtime.block_on(write(addr, &collection, pace, seconds, epoch)))
+        })
+        .await
+        .map_err(|e| format!("writer thread failed: {e}"))??
+    };
     let expected = writes.created * plan.watchers as u64;
     drain(&delivered, expected).await;
     let server_cpu = procfs::cpu_time(pid)?.saturating_sub(server_cpu_start);
