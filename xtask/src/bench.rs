@@ -1177,12 +1177,11 @@ fn watch_subsection(
          resourceVersion=<from a list>`; then {writers} writers create ServiceAccounts for \
          {seconds} s, paced to {rate} creates/s in all, or back to back (full speed); the paced run is \
          repeated with the watches multiplexed over HTTP/2 (h2c), {streams} streams to a \
-         connection as client-go opens them. Each \
-         object carries its send time in an annotation, read from one monotonic clock shared by \
-         writers and watchers in one process; the writers run on a thread and runtime of their \
-         own, so a create is not held up behind the watchers' reads in this process. Delivery \
-         latency is a watcher's receipt of the \
-         event minus that time, so it includes the create itself (see create p99). \
+         connection as client-go opens them. Each object carries its send time in an \
+         annotation, read from one monotonic clock shared by writers and watchers in one \
+         process; the writers run on a thread and runtime of their own, so a create is not held \
+         up behind the watchers' reads in this process. Delivery latency is a watcher's receipt \
+         of the event minus that time, so it includes the create itself (see create p99). \
          Delivered/s counts events over all watchers, from the first create to the last \
          delivery; lost is watchers × events − delivered, after up to {idle} s of draining. CPU \
          is user + system time from the first create to the end of draining: the server's, the \

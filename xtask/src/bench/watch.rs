@@ -234,7 +234,6 @@ pub async fn fan_out(
     // request would wait to be written (by its connection's task) behind the thousand watcher
     // tasks a delivery wakes in this process, and that wait would count as delivery latency.
     let writes = {
-        let collection = collection.clone();
         let seconds = Duration::from_secs(plan.seconds);
         tokio::task::spawn_blocking(move || -> Result<Writes> {
             let runtime = tokio::runtime::Builder::new_current_thread()
