@@ -204,8 +204,13 @@ impl Registry {
             let base = obj.generate_name().to_string();
             obj.set_name(&generated_name(&base));
         }
-        // System fields: the server's, whatever the client sent.
-        obj.set_uid(&uuid::Uuid::new_v4().to_string());
+        // System fields: the server's, whatever the client sent. The uid is a version-4 UUID
+        // from the thread's CSPRNG, which `uuid`'s own `new_v4` would fetch by a system call.
+        obj.set_uid(
+            &uuid::Builder::from_random_bytes(rand::random())
+                .into_uuid()
+                .to_string(),
+        );
         obj.set_creation_timestamp(&now_rfc3339());
         for field in [
             "deletionTimestamp",

@@ -131,7 +131,7 @@ pub(crate) fn watch_timeout(query: &Query) -> Result<std::time::Duration, Status
 }
 
 pub(crate) fn rand_seconds() -> u32 {
-    uuid::Uuid::new_v4().as_u128() as u32
+    rand::random()
 }
 
 /// The patch type and body format named by a PATCH request's `Content-Type`, or 415.

@@ -94,6 +94,52 @@ async fn service_account_lifecycle() {
     assert_eq!(r.code(), 201);
 }
 
+/// Whether `s` is a version-4 UUID in its canonical text form: 8-4-4-4-12 lower-case hex
+/// digits, version nibble 4, variant bits 10.
+fn is_uuid_v4(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    let lens: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    lens == [8, 4, 4, 4, 12]
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        && groups[2].starts_with('4')
+        && groups[3].starts_with(['8', '9', 'a', 'b'])
+}
+
+#[tokio::test]
+async fn uids_and_audit_ids_are_fresh_version_4_uuids() {
+    let s = TestServer::start();
+    let mut uids = std::collections::HashSet::new();
+    let mut audit_ids = std::collections::HashSet::new();
+    for i in 0..20 {
+        let r = s
+            .post_json(SA, &json!({"metadata": {"name": format!("uid-{i}")}}))
+            .await;
+        assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+        let uid = r.json()["metadata"]["uid"].as_str().unwrap().to_string();
+        assert!(is_uuid_v4(&uid), "uid {uid:?}");
+        uids.insert(uid);
+        let id = r.header("audit-id").to_string();
+        assert!(is_uuid_v4(&id), "Audit-Id {id:?}");
+        audit_ids.insert(id);
+        // A read gets an Audit-Id of its own as well.
+        let id = s
+            .get(&format!("{SA}/uid-{i}"))
+            .await
+            .header("audit-id")
+            .to_string();
+        assert!(is_uuid_v4(&id), "Audit-Id {id:?}");
+        audit_ids.insert(id);
+    }
+    assert_eq!(uids.len(), 20, "every create has a uid of its own");
+    assert_eq!(
+        audit_ids.len(),
+        40,
+        "every request has an Audit-Id of its own"
+    );
+}
+
 #[tokio::test]
 async fn lists_in_a_namespace_and_across_namespaces() {
     let s = TestServer::start();
