@@ -89,7 +89,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use strata_store::{Event, RangeRequest, Revision, Store, StoreError};
+use strata_store::{Changes, Event, RangeRequest, Revision, Store, StoreError};
 use tokio::sync::{mpsc, watch};
 
 pub use object::{CachedObject, EncodeCounter};
@@ -983,21 +983,36 @@ impl Caches {
                 Err(e) => return Err(e),
                 Ok(()) => {}
             }
-            // Replay the retained history into the windows.
+            // Replay the retained history into the windows. The store reads the next batch
+            // while this one is decoded and applied, so a start with a long history keeps two
+            // cores busy instead of taking turns on one.
             let mut after = compacted;
+            let mut pending = self.read_changes(after);
             loop {
-                let changes = match self.store.changes(after, self.config.feed_batch).await {
-                    Err(StoreError::Compacted { .. }) => break,
-                    other => other?,
+                let changes = match pending.await {
+                    Ok(Err(StoreError::Compacted { .. })) => break,
+                    Ok(read) => read?,
+                    Err(e) => return Err(StoreError::Unavailable(format!("replay read: {e}"))),
                 };
                 after = after.max(changes.revision);
-                self.apply(&changes.events, after);
                 if changes.events.len() < self.config.feed_batch {
+                    self.apply(&changes.events, after);
                     return Ok(after);
                 }
+                pending = self.read_changes(after);
+                self.apply(&changes.events, after);
             }
             // Compaction overtook the replay: start over from the new compaction point.
         }
+    }
+
+    /// Starts reading the store's next batch of changes after `after`, in a task of its own.
+    fn read_changes(
+        &self,
+        after: Revision,
+    ) -> tokio::task::JoinHandle<Result<Changes, StoreError>> {
+        let (store, batch) = (self.store.clone(), self.config.feed_batch);
+        tokio::spawn(async move { store.changes(after, batch).await })
     }
 
     async fn load_at(&self, revision: Revision) -> Result<(), StoreError> {
