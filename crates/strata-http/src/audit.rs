@@ -670,14 +670,11 @@ pub(crate) fn note_peer<B>(auditing: bool, req: &mut Request<B>, peer: SocketAdd
     }
 }
 
-/// The request's audit ID: the client's `Audit-ID` header when it sent one, else a new UUID
-/// (version 4, from the thread's CSPRNG: no system call per request).
+/// The request's audit ID: the client's `Audit-ID` header when it sent one, else a new UUID.
 pub(crate) fn audit_id(headers: &HeaderMap) -> String {
     match headers.get("audit-id").and_then(|v| v.to_str().ok()) {
         Some(id) if !id.is_empty() => id.to_string(),
-        _ => uuid::Builder::from_random_bytes(rand::random())
-            .into_uuid()
-            .to_string(),
+        _ => strata_registry::random_uuid(),
     }
 }
 

@@ -148,6 +148,15 @@ pub(crate) fn generated_name(base: &str) -> String {
     strata_object::names::generate_name(base, rand::random::<u32>)
 }
 
+/// A new version-4 UUID in its text form, for an object's uid or a request's audit ID. Its
+/// bytes come from the thread's CSPRNG, which `uuid`'s own `new_v4` would fetch from the
+/// kernel with a system call each time.
+pub fn random_uuid() -> String {
+    uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
+        .to_string()
+}
+
 impl Registry {
     /// Creates an object from a decoded request body.
     pub async fn create(
@@ -204,13 +213,8 @@ impl Registry {
             let base = obj.generate_name().to_string();
             obj.set_name(&generated_name(&base));
         }
-        // System fields: the server's, whatever the client sent. The uid is a version-4 UUID
-        // from the thread's CSPRNG, which `uuid`'s own `new_v4` would fetch by a system call.
-        obj.set_uid(
-            &uuid::Builder::from_random_bytes(rand::random())
-                .into_uuid()
-                .to_string(),
-        );
+        // System fields: the server's, whatever the client sent.
+        obj.set_uid(&random_uuid());
         obj.set_creation_timestamp(&now_rfc3339());
         for field in [
             "deletionTimestamp",
