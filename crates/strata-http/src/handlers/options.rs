@@ -122,10 +122,12 @@ pub(crate) fn watch_options(query: &Query, name: &str) -> Result<WatchOptions, S
     })
 }
 
-/// How long a watch runs: `timeoutSeconds`, or like Kubernetes a random 30–60 minutes.
+/// How long a watch runs: `timeoutSeconds`, or like Kubernetes a random 30–60 minutes when it
+/// is absent or 0. A negative value is accepted and, as in Kubernetes, ends the watch at once.
 pub(crate) fn watch_timeout(query: &Query) -> Result<std::time::Duration, Status> {
     Ok(match query.int("timeoutSeconds")? {
         Some(s) if s > 0 => std::time::Duration::from_secs(s as u64),
+        Some(s) if s < 0 => std::time::Duration::ZERO,
         _ => std::time::Duration::from_secs(1800 + u64::from(rand_seconds() % 1800)),
     })
 }

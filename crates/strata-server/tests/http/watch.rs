@@ -472,6 +472,18 @@ async fn timeout_seconds_ends_the_stream_cleanly() {
         let events = w.until_end(Duration::from_secs(15)).await;
         assert_eq!(events.len(), 2, "{events:?}");
         assert!(events.iter().all(|e| e["type"] == "ADDED"), "{events:?}");
+
+        // A negative timeout ends the watch at once, as Kubernetes' does, not after the
+        // default 30–60 minutes; whatever it sent first is no ERROR.
+        let started = Instant::now();
+        let mut w = open(&s, &format!("{}?watch=1&timeoutSeconds=-5", sa_path("tmo"))).await;
+        let events = w.until_end(Duration::from_secs(15)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "ended after {:?}",
+            started.elapsed()
+        );
+        assert!(events.iter().all(|e| e["type"] == "ADDED"), "{events:?}");
     })
     .await;
 }
