@@ -51,8 +51,7 @@ pub use strategy::{
 pub use token::TokenIssuer;
 pub use watch::{bookmark_object, StreamItem, WatchOptions, WatchStream};
 pub use write::{default_manager, validate_manager, Body, FieldValidation, PatchKind, Written};
-pub use writes::random_uuid;
-pub use writes::{Admit, WriteOptions};
+pub use writes::{random_uuid, Admit, WriteOptions};
 
 use crate::cache::JsonDecoder;
 use crate::errors::{store_error, Op};

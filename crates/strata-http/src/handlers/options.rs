@@ -128,12 +128,8 @@ pub(crate) fn watch_timeout(query: &Query) -> Result<std::time::Duration, Status
     Ok(match query.int("timeoutSeconds")? {
         Some(s) if s > 0 => std::time::Duration::from_secs(s as u64),
         Some(s) if s < 0 => std::time::Duration::ZERO,
-        _ => std::time::Duration::from_secs(1800 + u64::from(rand_seconds() % 1800)),
+        _ => std::time::Duration::from_secs(rand::random_range(1800..3600)),
     })
-}
-
-pub(crate) fn rand_seconds() -> u32 {
-    rand::random()
 }
 
 /// The patch type and body format named by a PATCH request's `Content-Type`, or 415.
