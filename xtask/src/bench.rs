@@ -541,6 +541,7 @@ fn foundation(
             warmup: WARMUP,
             measure,
             access,
+            http2_connections: 0,
         };
         next_client += clients;
         let outcome = runtime.block_on(load::run(&spec));

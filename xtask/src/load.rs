@@ -1,6 +1,6 @@
 //! The HTTP pieces of `cargo xtask bench`: a closed-loop load generator (one keep-alive HTTP/1.1
-//! connection per client, requests sent back to back) and the trivial "hello" server that sets
-//! the ceiling. Neither knows anything about Strata beyond URL paths and bodies.
+//! connection per client, or clients sharing HTTP/2 connections; requests sent back to back)
+//! and the trivial "hello" server that sets the ceiling. Neither knows anything about Strata beyond URL paths and bodies.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -93,6 +93,10 @@ pub struct Scenario {
     pub warmup: Duration,
     pub measure: Duration,
     pub access: Access,
+    /// 0: each client has a keep-alive HTTP/1.1 connection of its own. n > 0: the clients
+    /// share n HTTP/2 connections (h2c with prior knowledge, plain HTTP only), each request a
+    /// stream, as client-go and etcd's clients send concurrent requests.
+    pub http2_connections: usize,
 }
 
 /// What a scenario measured. Only requests that started after the warm-up and finished before
@@ -150,17 +154,29 @@ pub async fn run(scenario: &Scenario) -> Outcome {
     let start = Instant::now();
     let warm_end = start + scenario.warmup;
     let end = warm_end + scenario.measure;
-    let tasks: Vec<_> = (0..scenario.clients)
-        .map(|i| {
-            let client = scenario.first_client + i;
-            let scenario = scenario.clone();
-            tokio::spawn(async move { client_loop(&scenario, client, warm_end, end).await })
-        })
-        .collect();
     let mut total = Outcome {
         measured: scenario.measure,
         ..Outcome::default()
     };
+    let mut shared = Vec::with_capacity(scenario.http2_connections);
+    for _ in 0..scenario.http2_connections {
+        match connect_h2(scenario.addr).await {
+            Ok(sender) => shared.push(sender),
+            Err(e) => {
+                total.record_error(format!("connect (HTTP/2): {e}"), String::new());
+                return total;
+            }
+        }
+    }
+    let tasks: Vec<_> = (0..scenario.clients)
+        .map(|i| {
+            let client = scenario.first_client + i;
+            let scenario = scenario.clone();
+            let sender =
+                (!shared.is_empty()).then(|| Sender::Http2(shared[i % shared.len()].clone()));
+            tokio::spawn(async move { client_loop(&scenario, client, sender, warm_end, end).await })
+        })
+        .collect();
     for task in tasks {
         match task.await {
             Ok(outcome) => total.merge(outcome),
@@ -171,18 +187,48 @@ pub async fn run(scenario: &Scenario) -> Outcome {
     total
 }
 
+/// A client's way to the server: its own HTTP/1.1 connection, or a shared HTTP/2 one.
+enum Sender {
+    Http1(Connection),
+    Http2(H2Connection),
+}
+
+impl Sender {
+    async fn send(&mut self, mut request: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes)> {
+        match self {
+            Sender::Http1(conn) => send(conn, request).await,
+            Sender::Http2(conn) => {
+                // HTTP/2 carries the scheme and authority in the request's URI.
+                let host = request.headers().get(HOST).cloned();
+                if let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) {
+                    *request.uri_mut() = format!("http://{host}{}", request.uri()).parse()?;
+                }
+                conn.ready().await?;
+                collect(conn.send_request(request).await?).await
+            }
+        }
+    }
+}
+
 async fn client_loop(
     scenario: &Scenario,
     client: usize,
+    mut sender: Option<Sender>,
     warm_end: Instant,
     end: Instant,
 ) -> Outcome {
     let mut outcome = Outcome::default();
-    let mut sender: Option<Connection> = None;
     let mut seq: u64 = 0;
     while Instant::now() < end {
         let Some(conn) = sender.as_mut() else {
-            match connect_with(scenario.addr, &scenario.access).await {
+            let connected = if scenario.http2_connections > 0 {
+                connect_h2(scenario.addr).await.map(Sender::Http2)
+            } else {
+                connect_with(scenario.addr, &scenario.access)
+                    .await
+                    .map(Sender::Http1)
+            };
+            match connected {
                 Ok(s) => sender = Some(s),
                 Err(e) => {
                     if Instant::now() >= warm_end {
@@ -204,7 +250,7 @@ async fn client_loop(
         }
         seq += 1;
         let started = Instant::now();
-        let result = tokio::time::timeout(REQUEST_TIMEOUT, send(conn, request)).await;
+        let result = tokio::time::timeout(REQUEST_TIMEOUT, conn.send(request)).await;
         let done = Instant::now();
         let counted = started >= warm_end && done <= end;
         match result {
@@ -313,6 +359,25 @@ pub async fn connect_with(addr: SocketAddr, access: &Access) -> Result<Connectio
     Ok(sender)
 }
 
+/// The sending half of a shared HTTP/2 client connection.
+pub type H2Connection = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+/// Opens an HTTP/2 connection to `addr` (h2c with prior knowledge), Nagle off, its driver
+/// spawned.
+pub async fn connect_h2(addr: SocketAddr) -> Result<H2Connection> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
 /// Opens one keep-alive HTTP/1.1 connection to `addr`, with Nagle off.
 pub async fn connect(addr: SocketAddr) -> Result<Connection> {
     let stream = TcpStream::connect(addr).await?;
@@ -327,7 +392,11 @@ pub async fn connect(addr: SocketAddr) -> Result<Connection> {
 
 async fn send(conn: &mut Connection, request: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes)> {
     conn.ready().await?;
-    let response = conn.send_request(request).await?;
+    collect(conn.send_request(request).await?).await
+}
+
+/// A response's status and whole body.
+async fn collect(response: Response<Incoming>) -> Result<(StatusCode, Bytes)> {
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     Ok((status, body))
@@ -449,10 +518,12 @@ async fn serve_hello(listener: TcpListener) -> Result<()> {
         let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
             let service = hyper::service::service_fn(hello);
-            // A client hanging up mid-request is normal at the end of a run.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            // A client hanging up mid-request is normal at the end of a run. HTTP/1.1, or
+            // HTTP/2 with prior knowledge, as Strata serves them.
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
         });
     }
 }
@@ -505,12 +576,19 @@ mod tests {
                 warmup: Duration::from_millis(50),
                 measure: Duration::from_millis(200),
                 access: Access::default(),
+                http2_connections: 0,
             };
             let outcome = run(&scenario).await;
             assert!(outcome.ok > 0);
             assert_eq!(outcome.error_count(), 0, "{:?}", outcome.errors);
             assert_eq!(outcome.latencies_ns.len() as u64, outcome.ok);
             assert!(outcome.latencies_ns.windows(2).all(|w| w[0] <= w[1]));
+
+            // Four clients sharing two HTTP/2 connections.
+            scenario.http2_connections = 2;
+            let outcome = run(&scenario).await;
+            assert!(outcome.ok > 0);
+            assert_eq!(outcome.error_count(), 0, "{:?}", outcome.errors);
 
             scenario.expect = StatusCode::CREATED;
             scenario.workload = Workload::CreateServiceAccount;

@@ -186,6 +186,7 @@ pub async fn run(binary: &Path, scratch: &Path, measure: Duration) -> Result<Res
                 warmup: WARMUP,
                 measure,
                 access: load::Access::default(),
+                http2_connections: 0,
             };
             next_client += CLIENTS;
             let (outcome, cpu, rest) = measure_scenario(&scenario, server.pid()).await?;

@@ -14,7 +14,6 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Method, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::lists::scan_list;
@@ -337,7 +336,7 @@ async fn open_watchers(
     let mut h2 = Vec::new();
     if transport == Transport::Http2 {
         for _ in 0..count.div_ceil(H2_STREAMS) {
-            h2.push(connect_h2(addr).await?);
+            h2.push(load::connect_h2(addr).await?);
         }
     }
     let tasks: Vec<WatcherTask> = (0..count)
@@ -393,22 +392,7 @@ enum Held {
     Http2(#[allow(dead_code)] H2Sender),
 }
 
-type H2Sender = hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>>;
-
-/// A new HTTP/2 connection (h2c with prior knowledge), its driver spawned.
-async fn connect_h2(addr: SocketAddr) -> Result<H2Sender> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        TokioIo::new(stream),
-    )
-    .await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(sender)
-}
+type H2Sender = load::H2Connection;
 
 /// Sends one watch request as a new stream of a shared HTTP/2 connection and waits for the
 /// response head.
