@@ -1,6 +1,7 @@
 //! The HTTP pieces of `cargo xtask bench`: a closed-loop load generator (one keep-alive HTTP/1.1
 //! connection per client, or clients sharing HTTP/2 connections; requests sent back to back)
-//! and the trivial "hello" server that sets the ceiling. Neither knows anything about Strata beyond URL paths and bodies.
+//! and the trivial "hello" server that sets the ceiling. Neither knows anything about Strata
+//! beyond URL paths and bodies.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
