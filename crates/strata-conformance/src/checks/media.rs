@@ -114,8 +114,9 @@ async fn yaml_response(cx: &Ctx) -> CheckResult {
 async fn yaml_request(cx: &Ctx) -> CheckResult {
     let name = cx.name("yaml-in");
     let (key, value) = cx.run_label();
+    // Quoted: a run id of digits alone would read as a YAML number, not a label value.
     let body = format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  labels:\n    {key}: {value}\n"
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  labels:\n    {key}: '{value}'\n"
     );
     let resp = cx
         .send(

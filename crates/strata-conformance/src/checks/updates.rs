@@ -248,8 +248,9 @@ async fn apply(cx: &Ctx, name: &str, body: &Value, query: &str) -> Result<Resp, 
 async fn apply_creates(cx: &Ctx) -> CheckResult {
     let name = cx.name("apply");
     let (key, value) = cx.run_label();
+    // Quoted: a run id of digits alone would read as a YAML number, not a label value.
     let yaml = format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  labels:\n    {key}: {value}\n    owner: a\n"
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  labels:\n    {key}: '{value}'\n    owner: a\n"
     );
     let resp = cx
         .send(
