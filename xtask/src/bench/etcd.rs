@@ -845,9 +845,15 @@ mod tests {
             !passing[2].1 && passing[2].0.contains("**FAIL** (30%)"),
             "{passing:?}"
         );
-        // Nothing measured the fan-out here, so its verdict fails.
-        assert!(!passing[3].1 && passing[3].0.starts_with("on etcd, fan-out"));
-        assert_eq!(passing.len(), 4);
+        // Nothing measured the HTTP/2 creates or the fan-out here, so their verdicts fail.
+        assert!(
+            !passing[3].1
+                && passing[3].0.contains("HTTP/2")
+                && passing[3].0.contains("not measured"),
+            "{passing:?}"
+        );
+        assert!(!passing[4].1 && passing[4].0.starts_with("on etcd, fan-out"));
+        assert_eq!(passing.len(), 5);
 
         let failing = verdicts(&results(7_900.0, 17_900.0, 0));
         assert!(!failing[0].1 && failing[0].0.contains("**FAIL** (79%)"));
