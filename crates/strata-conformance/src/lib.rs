@@ -160,13 +160,16 @@ fn describe(fail: &Fail) -> String {
     }
 }
 
-/// Eight lower-case letters and digits.
+/// Eight lower-case letters and digits, the first a letter: the id goes into names and label
+/// values, and in YAML bodies an id such as `34358066` or `1e5` would otherwise read as a number.
 fn random_id() -> String {
     use rand::Rng;
+    const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyz";
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
-    (0..8)
-        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+    let first = LETTERS[rng.random_range(0..LETTERS.len())] as char;
+    std::iter::once(first)
+        .chain((1..8).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char))
         .collect()
 }
 
@@ -222,5 +225,24 @@ pub fn main_with_args(args: &[String]) -> i32 {
         1
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::random_id;
+
+    #[test]
+    fn run_ids_start_with_a_letter() {
+        for _ in 0..1000 {
+            let id = random_id();
+            assert_eq!(id.len(), 8);
+            assert!(id.starts_with(|c: char| c.is_ascii_lowercase()), "{id}");
+            assert!(
+                id.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+                "{id}"
+            );
+        }
     }
 }
