@@ -523,6 +523,7 @@ impl Registry {
                     start: next_start.clone(),
                     limit: if limit == 0 { 0 } else { limit - items.len() },
                     revision: read_rev,
+                    skip_remaining: false,
                 })
                 .await?;
             read_rev = Some(resp.revision);

@@ -190,6 +190,7 @@ async fn write_all_keys(
         start: String::new(),
         limit: PAGE,
         revision: None,
+        skip_remaining: false,
     };
     let mut keys = 0u64;
     let mut header_written = false;

@@ -143,6 +143,8 @@ impl<'a> View<'a> {
                 if let Some(kv) = decode_record(&raw)?.into_kv(&key, mod_rev)? {
                     kvs.push(kv);
                 }
+            } else if req.skip_remaining {
+                break;
             } else if !is_tombstone(&raw)? {
                 remaining += 1;
             }

@@ -101,6 +101,7 @@ async fn compare_reads(rng: &mut Rng, mem: &MemoryStore, rocks: &RocksStore) {
             start,
             limit: rng.below(4) as usize,
             revision: rev,
+            skip_remaining: rng.below(2) == 1,
         };
         assert_eq!(
             mem.range(req.clone()).await,

@@ -102,9 +102,7 @@ async fn lookups_of_one_key_tell_keys_sharing_a_prefix_apart_in_tables() {
     let listed = s
         .range(RangeRequest {
             prefix: "/r/".into(),
-            start: String::new(),
-            limit: 0,
-            revision: None,
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -164,6 +164,10 @@ pub struct RangeRequest {
     pub limit: usize,
     /// Read at this revision; `None` reads the latest.
     pub revision: Option<Revision>,
+    /// The caller does not need [`RangeResponse::remaining`]: an engine may answer 0 instead of
+    /// counting the keys after a full page (a reader that walks a whole range page by page
+    /// would otherwise pay for counting the rest of it with every page).
+    pub skip_remaining: bool,
 }
 
 /// The answer to a [`RangeRequest`].

@@ -289,6 +289,8 @@ impl Store for MemoryStore {
             if let Some(kv) = s.at(key, rev) {
                 if req.limit == 0 || kvs.len() < req.limit {
                     kvs.push(kv.clone());
+                } else if req.skip_remaining {
+                    break;
                 } else {
                     remaining += 1;
                 }
