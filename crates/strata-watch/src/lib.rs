@@ -83,7 +83,7 @@ mod object;
 
 pub use strata_store;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
@@ -362,6 +362,44 @@ impl CacheEvent {
 /// An object decoded from its stored value, or why it could not be.
 type Decoded = Result<Arc<CachedObject>, String>;
 
+/// The events of one cache's history from before its state, while [`Caches::start`]'s replay
+/// builds them.
+struct History {
+    /// The revision the replay started after.
+    start: Revision,
+    events: VecDeque<CacheEvent>,
+    /// The latest replayed version of each key that a later version replaced by the time the
+    /// caches were loaded: the previous state of that key's next event.
+    latest: HashMap<Arc<str>, Arc<CachedObject>>,
+}
+
+/// Values decoded per task at least, when a load decodes on every core.
+const DECODE_RUN_MIN: usize = 256;
+
+/// Keys read per page when a cache loads its state.
+const LOAD_PAGE: usize = 4096;
+
+/// A cache's state as read from the store, in key order, before it replaces the cache's.
+#[derive(Default)]
+struct Loaded {
+    state: Vec<(Arc<str>, Arc<CachedObject>)>,
+    corrupt: BTreeMap<String, String>,
+}
+
+impl Loaded {
+    /// Adds decoded values that follow the ones added before in key order.
+    fn add(&mut self, decoded: Vec<(String, Decoded)>) {
+        for (key, decoded) in decoded {
+            match decoded {
+                Ok(obj) => self.state.push((obj.shared_key(), obj)),
+                Err(e) => {
+                    self.corrupt.insert(key, e);
+                }
+            }
+        }
+    }
+}
+
 struct Inner {
     /// The state includes every change up to this revision.
     revision: Revision,
@@ -393,6 +431,11 @@ pub struct WatchCache {
     /// Set by [`Caches::remove`]: the feed no longer follows the cache, so it never gets
     /// further than it is.
     removed: AtomicBool,
+    /// False while [`Caches::start`]'s replay of the history from before the cache's state is
+    /// still to join the window; watches from before the window wait for it.
+    history: watch::Sender<bool>,
+    /// Asks for that replay, which runs only once some watch needs it.
+    history_wanted: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for WatchCache {
@@ -458,6 +501,18 @@ impl WatchCache {
             requested: min,
             current,
         })
+    }
+
+    /// Waits up to `wait` while a start from `after`, before the window, may yet be served by
+    /// the history [`Caches::start`] has not replayed yet (asking for the replay first).
+    async fn wait_for_history(&self, after: Revision, wait: Duration) {
+        let mut replayed = self.history.subscribe();
+        if *replayed.borrow_and_update() || after >= self.lock().window_start {
+            return;
+        }
+        self.history_wanted.notify_one();
+        // Timing out leaves the start before the window, which the watch then reports.
+        let _ = tokio::time::timeout(wait, replayed.wait_for(|done| *done)).await;
     }
 
     /// One object and the revision the cache is at.
@@ -541,8 +596,9 @@ impl WatchCache {
 
     /// Starts a watch. Waits up to `wait` for the cache to reach a revision the start names.
     pub async fn watch(&self, spec: WatchSpec, wait: Duration) -> Result<Watch, CacheError> {
-        if let StartAt::State { min } = spec.start {
-            self.wait_for(min, wait).await?;
+        match spec.start {
+            StartAt::State { min } => self.wait_for(min, wait).await?,
+            StartAt::After(n) => self.wait_for_history(n, wait).await,
         }
         let (tx, rx) = mpsc::channel(self.config.watcher_buffer.max(1));
         let overflowed = Arc::new(AtomicBool::new(false));
@@ -639,18 +695,58 @@ impl WatchCache {
 
     /// Replaces the state with a fresh read at `revision`; the window restarts there.
     fn reset(&self, kvs: Vec<strata_store::KeyValue>, revision: Revision) {
-        let mut state = BTreeMap::new();
-        let mut corrupt = BTreeMap::new();
-        for kv in kvs {
-            match self.decode(&kv.key, &kv.value, kv.mod_revision) {
-                Ok(obj) => {
-                    state.insert(obj.shared_key(), obj);
-                }
-                Err(e) => {
-                    corrupt.insert(kv.key, e);
-                }
-            }
+        let mut loaded = Loaded::default();
+        loaded.add(self.decode_all(kvs));
+        self.reset_to(loaded, revision);
+    }
+
+    /// Decodes stored values in order, each with its key.
+    fn decode_all(&self, kvs: Vec<strata_store::KeyValue>) -> Vec<(String, Decoded)> {
+        kvs.into_iter()
+            .map(|kv| {
+                let decoded = self.decode(&kv.key, &kv.value, kv.mod_revision);
+                (kv.key, decoded)
+            })
+            .collect()
+    }
+
+    /// [`WatchCache::decode_all`] on every core: the values are split into one run per core,
+    /// each decoded in a task of its own on the runtime's workers (whose allocator caches serve
+    /// the requests later, where threads of their own would keep theirs idle), and the runs
+    /// joined in order.
+    async fn decode_in_parallel(
+        self: &Arc<Self>,
+        mut kvs: Vec<strata_store::KeyValue>,
+    ) -> Result<Vec<(String, Decoded)>, StoreError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let run = kvs.len().div_ceil(cores).max(DECODE_RUN_MIN);
+        let mut runs = Vec::new();
+        while kvs.len() > run {
+            let rest = kvs.split_off(run);
+            runs.push(std::mem::replace(&mut kvs, rest));
         }
+        runs.push(kvs);
+        let tasks: Vec<_> = runs
+            .into_iter()
+            .map(|run| {
+                let cache = self.clone();
+                tokio::spawn(async move { cache.decode_all(run) })
+            })
+            .collect();
+        let mut decoded = Vec::new();
+        for task in tasks {
+            let run = task
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("decoding the state: {e}")))?;
+            decoded.extend(run);
+        }
+        Ok(decoded)
+    }
+
+    /// Replaces the state with `loaded`, read at `revision`; the window restarts there.
+    fn reset_to(&self, loaded: Loaded, revision: Revision) {
+        let Loaded { state, corrupt } = loaded;
+        let state: BTreeMap<_, _> = state.into_iter().collect();
         let mut inner = self.lock();
         inner.state = state;
         inner.corrupt = corrupt;
@@ -725,6 +821,92 @@ impl WatchCache {
         let r = inner.revision;
         drop(inner);
         self.revision.send_replace(r);
+    }
+
+    /// Turns a batch of the history from before the cache's state (already filtered to this
+    /// cache's prefix) into window events, without dispatching them: nobody watches from there
+    /// yet. A version that is still the current one is shared with the state, not decoded again.
+    fn replay(&self, events: &[&Event], history: &mut History) {
+        let current: Vec<Option<Arc<CachedObject>>> = {
+            let inner = self.lock();
+            events
+                .iter()
+                .map(|ev| match ev {
+                    Event::Put { kv, .. } => inner
+                        .state
+                        .get(kv.key.as_str())
+                        .filter(|obj| obj.revision() == kv.mod_revision)
+                        .cloned(),
+                    Event::Delete { .. } => None,
+                })
+                .collect()
+        };
+        for (ev, current) in events.iter().zip(current) {
+            let key = ev.key();
+            // The version before, as the replay made it, or as stored before the replay began.
+            let before = |history: &mut History, prev: &strata_store::KeyValue| {
+                history
+                    .latest
+                    .remove(key)
+                    .or_else(|| self.decode(&prev.key, &prev.value, prev.mod_revision).ok())
+            };
+            let event = match ev {
+                Event::Put { kv, prev } => {
+                    let superseded = current.is_none();
+                    let obj = match current {
+                        Some(obj) => Ok(obj),
+                        None => self.decode(&kv.key, &kv.value, kv.mod_revision),
+                    };
+                    let prev = prev.as_ref().and_then(|p| before(history, p));
+                    let Ok(obj) = obj else {
+                        // As in `apply`: an undecodable version makes no event.
+                        continue;
+                    };
+                    // Only a version a later event replaces is ever an event's previous state.
+                    if superseded {
+                        history.latest.insert(obj.shared_key(), obj.clone());
+                    }
+                    let kind = if prev.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    CacheEvent::new(kind, obj, prev)
+                }
+                Event::Delete { prev, revision } => {
+                    let gone = before(history, prev);
+                    match self.decode(&prev.key, &prev.value, *revision) {
+                        Ok(obj) => CacheEvent::new(EventType::Deleted, obj, gone),
+                        Err(_) => continue,
+                    }
+                }
+            };
+            history.events.push_back(event);
+        }
+    }
+
+    /// Puts the replayed history before the window's events, if the window still starts where
+    /// the state was read (`loaded_at`): a reload meanwhile, or a compaction past it, leaves
+    /// the window as it is. The history's oldest events go first if both do not fit.
+    fn prepend(&self, history: History, loaded_at: Revision, compacted: Revision) {
+        let History {
+            start, mut events, ..
+        } = history;
+        let mut inner = self.lock();
+        if inner.window_start != loaded_at {
+            return;
+        }
+        let room = self.config.window_events.saturating_sub(inner.window.len());
+        let mut start = start;
+        while events.len() > room {
+            if let Some(e) = events.pop_front() {
+                start = start.max(e.revision());
+            }
+        }
+        events.extend(inner.window.drain(..));
+        inner.window = events;
+        inner.window_start = start;
+        self.trim(&mut inner, compacted);
     }
 
     /// The object a watcher gets for `ev` seen as `kind`: the new state, or for an update that
@@ -848,6 +1030,9 @@ pub struct Caches {
     /// The revision the caches are fed through; meaningful once `started`.
     fed: AtomicU64,
     started: AtomicBool,
+    /// Shared with every cache: a watch that needs the history from before the start asks for
+    /// its replay through it.
+    history_wanted: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -868,6 +1053,7 @@ impl Caches {
             feeding: tokio::sync::Mutex::new(()),
             fed: AtomicU64::new(0),
             started: AtomicBool::new(false),
+            history_wanted: Arc::default(),
         }
     }
 
@@ -948,6 +1134,8 @@ impl Caches {
             dispatched: AtomicU64::new(0),
             overflowed: AtomicU64::new(0),
             removed: AtomicBool::new(false),
+            history: watch::Sender::new(true),
+            history_wanted: self.history_wanted.clone(),
         })
     }
 
@@ -960,19 +1148,172 @@ impl Caches {
         self.list_caches().clone()
     }
 
-    /// Loads every cache and starts the feed reader. The state is read at the store's
-    /// compaction point and the retained history replayed on top, so a watch can resume from
-    /// any revision the store still has, across restarts.
+    /// Loads every cache and starts the feed reader. Each cache's state is read at the store's
+    /// latest revision, in pages, each page decoded on every core while the store reads the
+    /// next; then the caches serve. The history the store retains from before that revision is replayed into
+    /// their windows when the first watch from there asks for it (and waits for it), so a watch
+    /// can resume from any revision the store still has, across restarts, while a start that
+    /// no such watch follows reads and holds none of it.
     pub async fn start(self: &Arc<Self>) -> Result<(), StoreError> {
-        let after = {
+        let caches = self.all();
+        for cache in &caches {
+            cache.history.send_replace(false);
+        }
+        let loaded = {
             let _feeding = self.feeding.lock().await;
-            let after = self.load().await?;
-            self.started.store(true, Ordering::SeqCst);
-            after
+            let loaded = self.load_latest(&caches).await;
+            if loaded.is_ok() {
+                self.started.store(true, Ordering::SeqCst);
+            }
+            loaded
+        };
+        let after = match loaded {
+            Ok(after) => after,
+            Err(e) => {
+                for cache in &caches {
+                    cache.history.send_replace(true);
+                }
+                return Err(e);
+            }
         };
         let this = self.clone();
         tokio::spawn(async move { this.feed(after).await });
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.history_wanted.notified().await;
+            this.replay_history(caches, after).await
+        });
         Ok(())
+    }
+
+    /// Reads every cache's state at the store's latest revision (at a later one if compaction
+    /// overtakes the read) and returns that revision.
+    async fn load_latest(&self, caches: &[Arc<WatchCache>]) -> Result<Revision, StoreError> {
+        'read: loop {
+            let at = self.store.consistent_revision().await?;
+            let mut states = Vec::with_capacity(caches.len());
+            for cache in caches {
+                match self.read_state(cache, at).await {
+                    Err(StoreError::Compacted { .. }) => continue 'read,
+                    read => states.push(read?),
+                }
+            }
+            for (cache, loaded) in caches.iter().zip(states) {
+                cache.reset_to(loaded, at);
+            }
+            self.fed.store(at.get(), Ordering::SeqCst);
+            return Ok(at);
+        }
+    }
+
+    /// One cache's state at `at`, read in pages of [`LOAD_PAGE`] keys: the store reads the next
+    /// page while this one is decoded.
+    async fn read_state(
+        &self,
+        cache: &Arc<WatchCache>,
+        at: Revision,
+    ) -> Result<Loaded, StoreError> {
+        let mut loaded = Loaded::default();
+        if at == Revision::ZERO {
+            return Ok(loaded);
+        }
+        let mut next = Some(self.read_page(&cache.prefix, String::new(), at));
+        while let Some(page) = next.take() {
+            let page = page
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("reading the state: {e}")))??;
+            if page.kvs.len() == LOAD_PAGE {
+                if let Some(last) = page.kvs.last() {
+                    next = Some(self.read_page(&cache.prefix, format!("{}\0", last.key), at));
+                }
+            }
+            loaded.add(cache.decode_in_parallel(page.kvs).await?);
+        }
+        Ok(loaded)
+    }
+
+    /// Starts reading one page of the keys under `prefix` from `start` at `at`, in a task of
+    /// its own.
+    fn read_page(
+        &self,
+        prefix: &str,
+        start: String,
+        at: Revision,
+    ) -> tokio::task::JoinHandle<Result<strata_store::RangeResponse, StoreError>> {
+        let store = self.store.clone();
+        let request = RangeRequest {
+            prefix: prefix.to_string(),
+            start,
+            limit: LOAD_PAGE,
+            revision: Some(at),
+            skip_remaining: true,
+        };
+        tokio::spawn(async move { store.range(request).await })
+    }
+
+    /// Replays the history the store retains up to `loaded_at`, the revision the caches were
+    /// loaded at, into their windows, then lets the watches that wait for it go on.
+    async fn replay_history(self: Arc<Self>, caches: Vec<Arc<WatchCache>>, loaded_at: Revision) {
+        match self.read_history(&caches, loaded_at).await {
+            Ok(histories) => {
+                let compacted = self.store.compacted_revision();
+                for (cache, history) in caches.iter().zip(histories) {
+                    cache.prepend(history, loaded_at, compacted);
+                }
+            }
+            // Watches from before the state then get `Expired`, as after a compaction.
+            Err(e) => {
+                tracing::warn!(%e, "watch cache: the history before the start is not replayed")
+            }
+        }
+        for cache in &caches {
+            cache.history.send_replace(true);
+        }
+    }
+
+    /// The events of each cache after the compaction point up to `until`. The store reads the
+    /// next batch while this one is applied, so two cores share the work.
+    async fn read_history(
+        &self,
+        caches: &[Arc<WatchCache>],
+        until: Revision,
+    ) -> Result<Vec<History>, StoreError> {
+        let start = self.store.compacted_revision();
+        let mut histories: Vec<History> = caches
+            .iter()
+            .map(|_| History {
+                start,
+                events: VecDeque::new(),
+                latest: HashMap::new(),
+            })
+            .collect();
+        if start >= until {
+            return Ok(histories);
+        }
+        let mut next = Some(self.read_changes(start));
+        while let Some(pending) = next.take() {
+            let changes = pending
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("replay read: {e}")))??;
+            let full = changes.events.len() == self.config.feed_batch;
+            if full && changes.revision < until {
+                next = Some(self.read_changes(changes.revision));
+            }
+            let events: Vec<&Event> = changes
+                .events
+                .iter()
+                .take_while(|e| e.revision() <= until)
+                .collect();
+            for (cache, history) in caches.iter().zip(&mut histories) {
+                let mine: Vec<&Event> = events
+                    .iter()
+                    .copied()
+                    .filter(|e| e.key().starts_with(&cache.prefix))
+                    .collect();
+                cache.replay(&mine, history);
+            }
+        }
+        Ok(histories)
     }
 
     async fn load(&self) -> Result<Revision, StoreError> {
