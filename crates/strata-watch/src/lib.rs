@@ -1178,9 +1178,16 @@ impl Caches {
         };
         let this = self.clone();
         tokio::spawn(async move { this.feed(after).await });
+        // Until a watch asks, the replay holds the caches weakly: one removed meanwhile (its
+        // type deleted) is freed, not kept for a replay nobody needs.
+        let waiting: Vec<std::sync::Weak<WatchCache>> = caches.iter().map(Arc::downgrade).collect();
         let this = self.clone();
         tokio::spawn(async move {
             this.history_wanted.notified().await;
+            let caches = waiting
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .collect();
             this.replay_history(caches, after).await
         });
         Ok(())
