@@ -160,7 +160,8 @@ pub struct RangeRequest {
     /// The first key to return; empty means the start of the prefix. Must start with `prefix`
     /// when set.
     pub start: String,
-    /// At most this many entries; 0 means no limit.
+    /// At most this many entries; 0 means no limit. A page holds fewer only when the range
+    /// has no more keys.
     pub limit: usize,
     /// Read at this revision; `None` reads the latest.
     pub revision: Option<Revision>,
