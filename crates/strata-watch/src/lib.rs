@@ -1323,6 +1323,8 @@ impl Caches {
         Ok(histories)
     }
 
+    /// Reloads every cache once the feed fell behind compaction: the state at the compaction
+    /// point (which closes the watches), then the retained history replayed on top at once.
     async fn load(&self) -> Result<Revision, StoreError> {
         loop {
             let compacted = self.store.compacted_revision();

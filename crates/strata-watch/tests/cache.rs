@@ -344,19 +344,23 @@ impl Decoder for Picky {
     }
 }
 
-/// A start with many objects (the state at the compaction point, then the retained history
-/// replayed in batches) holds every key once, in key order, at its own revision, with
-/// undecodable values reported as corrupt and the window's events in revision order.
+/// A stored value for [`Picky`]: `n`, or `bad` for every multiple of `bad_every`.
+fn picky_value(n: u32, bad_every: u32) -> Bytes {
+    if n.is_multiple_of(bad_every) {
+        Bytes::from_static(b"bad")
+    } else {
+        Bytes::from(n.to_string())
+    }
+}
+
+/// A start with many objects (the state at the latest revision, then, for a watch from the
+/// compaction point, the retained history replayed in batches) holds every key once, in key
+/// order, at its own revision, with undecodable values reported as corrupt and the window's
+/// events in revision order.
 #[tokio::test]
 async fn a_large_start_loads_every_object_in_order() {
     let store = Arc::new(MemoryStore::new());
-    let value = |i: u32| {
-        if i.is_multiple_of(97) {
-            Bytes::from_static(b"bad")
-        } else {
-            Bytes::from(i.to_string())
-        }
-    };
+    let value = |i: u32| picky_value(i, 97);
     for i in 0..1500u32 {
         store.create(&format!("/t/{i:05}"), value(i)).await.unwrap();
     }
@@ -526,13 +530,7 @@ async fn history_replayed_after_a_start_matches_the_live_feed() {
     let live_caches = Arc::new(Caches::new(store.clone(), CacheConfig::default()));
     let live = live_caches.add("things", "/t/", Arc::new(Picky));
     live_caches.start().await.unwrap();
-    let value = |n: u32| {
-        if n.is_multiple_of(101) {
-            Bytes::from_static(b"bad")
-        } else {
-            Bytes::from(n.to_string())
-        }
-    };
+    let value = |n: u32| picky_value(n, 101);
     for i in 0..5000u32 {
         store.create(&format!("/t/{i:05}"), value(i)).await.unwrap();
     }
