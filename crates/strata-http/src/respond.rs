@@ -1,6 +1,8 @@
 //! Building responses: objects and Status bodies in the negotiated encoding, with the headers
 //! every API response carries.
 
+use std::io::Write;
+
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
@@ -45,10 +47,17 @@ pub fn bytes(code: u16, body: impl Into<Bytes>, content_type: &'static str) -> R
     resp
 }
 
-/// A JSON list answered a chunk at a time (about [`LIST_CHUNK`] bytes each), with its exact
-/// length announced: a large list is never copied whole into one buffer.
-pub fn streamed(code: u16, chunks: JsonListChunks, content_type: &'static str) -> Response<Body> {
-    let mut resp = Response::new(ListBody(chunks).boxed());
+/// A JSON list answered a chunk at a time (about [`LIST_CHUNK`] bytes each): a large list is
+/// never copied whole into one buffer. Compact, its exact length is announced; `pretty`, each
+/// chunk is indented on its way out.
+pub fn streamed(
+    code: u16,
+    chunks: JsonListChunks,
+    content_type: &'static str,
+    pretty: bool,
+) -> Response<Body> {
+    let indenter = pretty.then(strata_codec::json::Indenter::default);
+    let mut resp = Response::new(ListBody { chunks, indenter }.boxed());
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -58,26 +67,41 @@ pub fn streamed(code: u16, chunks: JsonListChunks, content_type: &'static str) -
 /// The size of the chunks of a streamed list.
 pub const LIST_CHUNK: usize = 64 * 1024;
 
-struct ListBody(JsonListChunks);
+struct ListBody {
+    chunks: JsonListChunks,
+    /// Set when the list is pretty-printed.
+    indenter: Option<strata_codec::json::Indenter>,
+}
 
 impl hyper::body::Body for ListBody {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
     fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
+        self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        let chunk = self.0.next_chunk(LIST_CHUNK);
+        let this = self.get_mut();
+        let chunk = this.chunks.next_chunk(LIST_CHUNK).map(|compact| {
+            let Some(indenter) = this.indenter.as_mut() else {
+                return compact;
+            };
+            let mut out = Vec::with_capacity(compact.len() * 2);
+            indenter.push(&compact, &mut out);
+            out
+        });
         std::task::Poll::Ready(chunk.map(|c| Ok(hyper::body::Frame::data(Bytes::from(c)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.is_empty()
+        self.chunks.is_empty()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        hyper::body::SizeHint::with_exact(self.0.len() as u64)
+        match self.indenter {
+            Some(_) => hyper::body::SizeHint::default(),
+            None => hyper::body::SizeHint::with_exact(self.chunks.len() as u64),
+        }
     }
 }
 
@@ -183,25 +207,79 @@ pub fn accepts_gzip(headers: &http::HeaderMap) -> bool {
         })
 }
 
-/// Gzips a full response body and labels it `Content-Encoding: gzip`.
+/// Gzips a response body and labels it `Content-Encoding: gzip`. A body known to be short is
+/// compressed at once and its length announced; any other (a list streamed a chunk at a time)
+/// is compressed a frame at a time, so it is never held whole, compressed or not.
 pub async fn gzip(resp: Response<Body>) -> Response<Body> {
-    use std::io::Write;
     let (mut parts, body) = resp.into_parts();
+    parts
+        .headers
+        .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts
+        .headers
+        .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    let short = hyper::body::Body::size_hint(&body)
+        .exact()
+        .is_some_and(|n| n <= LIST_CHUNK as u64);
+    if !short {
+        let encoder = Some(gzip_encoder());
+        return Response::from_parts(parts, Gzipped { body, encoder }.boxed());
+    }
     let Ok(collected) = body.collect().await;
-    let bytes = collected.to_bytes();
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let compressed = enc.write_all(&bytes).and_then(|_| enc.finish());
-    match compressed {
-        Ok(out) => {
-            parts
-                .headers
-                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            parts.headers.remove(header::CONTENT_LENGTH);
-            parts
-                .headers
-                .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-            Response::from_parts(parts, full(out))
+    let mut encoder = gzip_encoder();
+    // Writing into memory cannot fail.
+    let _ = encoder.write_all(&collected.to_bytes());
+    Response::from_parts(parts, full(encoder.finish().unwrap_or_default()))
+}
+
+fn gzip_encoder() -> flate2::write::GzEncoder<Vec<u8>> {
+    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())
+}
+
+/// A body gzipped as it is sent.
+struct Gzipped {
+    body: Body,
+    /// Taken when the body has ended and the gzip trailer been sent.
+    encoder: Option<flate2::write::GzEncoder<Vec<u8>>>,
+}
+
+impl hyper::body::Body for Gzipped {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        loop {
+            let Some(encoder) = this.encoder.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let out = match std::task::ready!(std::pin::Pin::new(&mut this.body).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let _ = encoder.write_all(&data);
+                    std::mem::take(encoder.get_mut())
+                }
+                Some(Err(never)) => match never {},
+                None => match this.encoder.take() {
+                    Some(encoder) => encoder.finish().unwrap_or_default(),
+                    None => Vec::new(),
+                },
+            };
+            // Deflate holds input back until it has a block: ask for more until bytes come.
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(out)))));
+            }
         }
-        Err(_) => Response::from_parts(parts, full(bytes)),
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.encoder.is_none()
     }
 }

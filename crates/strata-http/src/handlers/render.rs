@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::Response;
 use serde_json::{json, Map, Value};
 use strata_object::{Object, Status};
-use strata_registry::{cache, list_json, list_objects, JsonListChunks, ObjectList, RegisteredType};
+use strata_registry::{cache, JsonListChunks, ObjectList, RegisteredType};
 
 use crate::negotiate::Output;
 use crate::respond::{self, Body, Render};
@@ -20,9 +20,12 @@ pub(crate) fn list_response(
     render: Render,
 ) -> Result<Response<Body>, Status> {
     Ok(match output {
-        Output::Json if !render.pretty => {
-            respond::streamed(200, JsonListChunks::new(&rt.info, list), "application/json")
-        }
+        Output::Json => respond::streamed(
+            200,
+            JsonListChunks::new(&rt.info, list),
+            "application/json",
+            render.pretty,
+        ),
         Output::Protobuf(name) => {
             // Assembled from each object's message, encoded once per object version.
             let (api_version, kind) = (rt.info.api_version(), &rt.info.kind);
@@ -68,12 +71,7 @@ pub(crate) fn list_response(
             let body = strata_codec::cbor::encode_list(&list_fields(rt, &list), &items);
             respond::bytes(200, body, crate::negotiate::CBOR)
         }
-        Output::Json => {
-            let v: Value = strata_codec::json::from_slice(&list_json(&rt.info, &list))
-                .map_err(|e| Status::internal(e.to_string()))?;
-            respond::value(200, &v, output, render)
-        }
-        Output::Table(target) if !render.pretty => {
+        Output::Table(target) => {
             // Each row is kept on its object version with its ages left open, and finished
             // for this answer: the bytes of the Table rendered directly now.
             let name = table::template_name(include, target);
@@ -97,13 +95,12 @@ pub(crate) fn list_response(
                 })
                 .collect::<Result<Vec<Bytes>, Status>>()?;
             let body = table::table_of_templates(&templates, list_metadata(&list), include, target);
+            let body = if render.pretty {
+                strata_codec::json::indent(&body)
+            } else {
+                body
+            };
             respond::bytes(200, body, "application/json")
-        }
-        Output::Table(target) => {
-            let meta = list_metadata(&list);
-            let items = list_objects(&list)?;
-            let t = table::table(&items, meta, include, target, true);
-            respond::json(200, &t, render, "application/json")
         }
     })
 }

@@ -1181,3 +1181,77 @@ async fn invalid_resource_version_combinations() {
     })
     .await;
 }
+
+/// A list longer than one of the server's chunks, pretty (asked with `?pretty=true`, or by a
+/// `curl` User-Agent), gzipped, or both: each answer is the compact list's value, indented as
+/// Kubernetes indents (two spaces, no trailing newline), and a gzipped answer unzips to the
+/// bytes of the same answer unzipped.
+#[tokio::test]
+async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
+    use std::io::Read;
+    let s = TestServer::start();
+    let ns = "long-lists";
+    s.http().create_namespace(ns).await;
+    let padding = "p".repeat(2048);
+    for i in 0..100 {
+        let body = json!({"metadata": {"name": format!("sa-{i:03}"),
+            "annotations": {"padding": padding, "quote": "\"{[,:]}\" \\ é"}}});
+        let r = s.post_json(&sa_path(ns), &body).await;
+        assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let gunzip = |r: &Reply| {
+        assert_eq!(r.header("content-encoding"), "gzip");
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&r.body[..])
+            .read_to_end(&mut out)
+            .expect("a gzip body");
+        out
+    };
+    let http = s.http();
+    let path = sa_path(ns);
+    let compact = http.get(&path).await;
+    assert_eq!(compact.code(), 200);
+    assert!(
+        compact.body.len() > 200 * 1024,
+        "{} bytes",
+        compact.body.len()
+    );
+    assert!(compact.body.ends_with(b"]}\n"));
+    let list: Value = compact.json();
+    assert!(list["items"].as_array().unwrap().len() >= 100);
+    let want = serde_json::to_vec_pretty(&list).unwrap();
+    let pretty_path = format!("{path}?pretty=true");
+    for (path, headers) in [
+        (pretty_path.as_str(), vec![]),
+        (path.as_str(), vec![("user-agent", "curl/8.11.1")]),
+    ] {
+        let r = http.send("GET", path, None, &headers).await;
+        assert_eq!(r.code(), 200);
+        assert_eq!(r.header("content-type"), "application/json");
+        assert!(
+            r.body[..] == want[..],
+            "{path} {headers:?}: {}",
+            String::from_utf8_lossy(&r.body[..200.min(r.body.len())])
+        );
+        let mut zipped = headers.clone();
+        zipped.push(("accept-encoding", "gzip"));
+        let r = http.send("GET", path, None, &zipped).await;
+        assert_eq!(r.code(), 200);
+        assert!(r.body.len() < want.len() / 4, "{} bytes", r.body.len());
+        assert!(gunzip(&r) == want, "{path} {zipped:?}");
+    }
+    let r = http
+        .send("GET", &path, None, &[("accept-encoding", "gzip")])
+        .await;
+    assert_eq!(r.code(), 200);
+    assert!(gunzip(&r)[..] == compact.body[..]);
+    // A short answer is compressed whole, its length announced.
+    let one = format!("{path}/sa-000");
+    let r = http
+        .send("GET", &one, None, &[("accept-encoding", "gzip")])
+        .await;
+    assert_eq!(r.code(), 200);
+    assert_eq!(r.header("content-length"), r.body.len().to_string());
+    let plain = http.get(&one).await;
+    assert!(gunzip(&r)[..] == plain.body[..]);
+}
