@@ -78,9 +78,22 @@ where
     I: IntoIterator,
     I::Item: AsRef<[u8]>,
 {
-    const ITEMS: &str = "items";
     let items: Vec<I::Item> = items.into_iter().collect();
+    let (head, tail) = list_parts(fields, items.len());
     let size: usize = items.iter().map(|i| i.as_ref().len()).sum();
+    let mut out = Vec::with_capacity(head.len() + size + tail.len());
+    out.extend_from_slice(&head);
+    for item in &items {
+        out.extend_from_slice(item.as_ref());
+    }
+    out.extend_from_slice(&tail);
+    out
+}
+
+/// What [`encode_list`] writes before a list's `count` items and after them, for a writer that
+/// sends the items' bytes between the two a piece at a time.
+pub fn list_parts(fields: &Map<String, Value>, count: usize) -> (Vec<u8>, Vec<u8>) {
+    const ITEMS: &str = "items";
     let mut keys: Vec<(&str, Option<&Value>)> = fields
         .iter()
         .filter(|(k, _)| k.as_str() != ITEMS)
@@ -88,27 +101,25 @@ where
         .collect();
     keys.push((ITEMS, None));
     keys.sort_unstable_by(|a, b| key_order(a.0, b.0));
-    let mut out = Vec::with_capacity(size + 256);
-    out.extend_from_slice(&SELF_DESCRIBED);
-    write_head(&mut out, MAJOR_MAP, keys.len() as u64);
-    let mut items = Some(items);
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(&SELF_DESCRIBED);
+    write_head(&mut head, MAJOR_MAP, keys.len() as u64);
+    let mut tail = Vec::new();
+    let mut out = &mut head;
     for (key, value) in keys {
-        write_head(&mut out, MAJOR_BYTES, key.len() as u64);
+        write_head(out, MAJOR_BYTES, key.len() as u64);
         out.extend_from_slice(key.as_bytes());
         match value {
             Some(v) => {
-                let _ = ciborium::ser::into_writer(&Item(v), &mut out);
+                let _ = ciborium::ser::into_writer(&Item(v), &mut *out);
             }
             None => {
-                let Some(items) = items.take() else { continue };
-                write_head(&mut out, MAJOR_ARRAY, items.len() as u64);
-                for item in items {
-                    out.extend_from_slice(item.as_ref());
-                }
+                write_head(out, MAJOR_ARRAY, count as u64);
+                out = &mut tail;
             }
         }
     }
-    out
+    (head, tail)
 }
 
 const MAJOR_BYTES: u8 = 2;

@@ -71,42 +71,49 @@ where
     I: IntoIterator,
     I::Item: AsRef<[u8]>,
 {
-    const ITEMS: &str = "items";
     let items: Vec<I::Item> = items.into_iter().collect();
+    let (head, tail) = list_parts(fields, items.len());
     let size: usize = items.iter().map(|i| i.as_ref().len()).sum();
-    let mut items = items.into_iter().peekable();
-    let mut out = Vec::with_capacity(size + 256);
+    let mut out = Vec::with_capacity(head.len() + size + tail.len());
+    out.extend_from_slice(&head);
+    for item in &items {
+        out.extend_from_slice(item.as_ref());
+    }
+    out.extend_from_slice(&tail);
+    out
+}
+
+/// What [`encode_list`] writes before a list's `count` items and after them, for a writer that
+/// sends the items' bytes between the two a piece at a time.
+pub fn list_parts(fields: &Map<String, Value>, count: usize) -> (Vec<u8>, Vec<u8>) {
+    const ITEMS: &str = "items";
+    let mut head = Vec::with_capacity(256);
     let mut members = Map::new();
-    let flush = |members: &mut Map<String, Value>, out: &mut Vec<u8>| {
-        if !members.is_empty() {
-            out.extend_from_slice(&encode(&Value::Object(std::mem::take(members))));
-        }
-    };
-    let mut write_items = |members: &mut Map<String, Value>, out: &mut Vec<u8>| {
-        flush(members, out);
-        if items.peek().is_none() {
-            out.extend_from_slice(b"items: []\n");
-            return;
-        }
-        out.extend_from_slice(b"items:\n");
-        for item in items.by_ref() {
-            out.extend_from_slice(item.as_ref());
-        }
-    };
-    let mut written = false;
+    let mut before = true;
     for (k, v) in fields {
-        if k == ITEMS {
-            write_items(&mut members, &mut out);
-            written = true;
-        } else {
+        if k == ITEMS && before {
+            if !members.is_empty() {
+                head.extend_from_slice(&encode(&Value::Object(std::mem::take(&mut members))));
+            }
+            before = false;
+        } else if k != ITEMS {
             members.insert(k.clone(), v.clone());
         }
     }
-    if !written {
-        write_items(&mut members, &mut out);
+    if before && !members.is_empty() {
+        head.extend_from_slice(&encode(&Value::Object(std::mem::take(&mut members))));
     }
-    flush(&mut members, &mut out);
-    out
+    head.extend_from_slice(if count == 0 {
+        b"items: []\n"
+    } else {
+        b"items:\n"
+    });
+    let tail = if members.is_empty() {
+        Vec::new()
+    } else {
+        encode(&Value::Object(members))
+    };
+    (head, tail)
 }
 
 #[cfg(test)]

@@ -209,6 +209,36 @@ pub fn list_envelope<'a>(
     remaining_item_count: Option<u64>,
     items: impl IntoIterator<Item = &'a [u8]>,
 ) -> Vec<u8> {
+    let items: Vec<&[u8]> = items.into_iter().collect();
+    let (head, tail) = list_parts(
+        api_version,
+        list_kind,
+        resource_version,
+        continue_token,
+        remaining_item_count,
+        items.iter().map(|i| i.len()),
+    );
+    let size: usize = items.iter().map(|i| list_item_len(i.len())).sum();
+    let mut out = Vec::with_capacity(head.len() + size + tail.len());
+    out.extend_from_slice(&head);
+    for item in items {
+        write_list_item(&mut out, item);
+    }
+    out.extend_from_slice(&tail);
+    out
+}
+
+/// What [`list_envelope`] writes before the items and after them, given the lengths of the
+/// items' messages: a writer that has the messages sends the list a piece at a time, each item
+/// framed by [`write_list_item`].
+pub fn list_parts(
+    api_version: &str,
+    list_kind: &str,
+    resource_version: &str,
+    continue_token: &str,
+    remaining_item_count: Option<u64>,
+    item_lens: impl IntoIterator<Item = usize>,
+) -> (Vec<u8>, Vec<u8>) {
     let mut meta = Vec::new();
     if !resource_version.is_empty() {
         write::bytes_field(&mut meta, 2, resource_version.as_bytes());
@@ -220,12 +250,38 @@ pub fn list_envelope<'a>(
         write::varint(&mut meta, 4 << 3);
         write::varint(&mut meta, n);
     }
-    let mut raw = Vec::new();
-    write::bytes_field(&mut raw, 1, &meta);
-    for item in items {
-        write::bytes_field(&mut raw, 2, item);
-    }
-    envelope(api_version, list_kind, raw)
+    let mut list_meta = Vec::with_capacity(meta.len() + 4);
+    write::bytes_field(&mut list_meta, 1, &meta);
+    let raw_len = list_meta.len() + item_lens.into_iter().map(list_item_len).sum::<usize>();
+    // The envelope's fields in order: typeMeta (1), raw (2) holding the list's message, then
+    // contentEncoding (3) and contentType (4).
+    let type_meta = runtime::TypeMeta {
+        api_version: Some(api_version.to_string()),
+        kind: Some(list_kind.to_string()),
+    };
+    let mut head = Vec::with_capacity(MAGIC.len() + 64 + list_meta.len());
+    head.extend_from_slice(&MAGIC);
+    prost::encoding::message::encode(1, &type_meta, &mut head);
+    write::varint(&mut head, 2 << 3 | 2);
+    write::varint(&mut head, raw_len as u64);
+    head.extend_from_slice(&list_meta);
+    let rest = runtime::Unknown {
+        type_meta: None,
+        raw: None,
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    (head, rest.encode_to_vec())
+}
+
+/// Appends one item's message to a list as [`list_envelope`] frames it (the list's field 2).
+pub fn write_list_item(out: &mut Vec<u8>, item: &[u8]) {
+    write::bytes_field(out, 2, item);
+}
+
+/// The bytes [`write_list_item`] writes for a message of `len` bytes.
+pub fn list_item_len(len: usize) -> usize {
+    1 + write::varint_len(len as u64) + len
 }
 
 /// Wraps message bytes in the envelope: `k8s\0` + `Unknown{typeMeta, raw}`.
@@ -358,6 +414,38 @@ pub fn watch_frame(event_type: &str, enveloped_object: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A list written from its parts equals the envelope of the list's message built whole.
+    #[test]
+    fn list_parts_frame_the_lists_message() {
+        let items: Vec<Vec<u8>> = vec![vec![], vec![7; 3], vec![9; 200], vec![1; 20_000]];
+        for n in 0..=items.len() {
+            for (rv, cont, remaining) in [("", "", None), ("42", "tok", Some(300))] {
+                let mut raw = Vec::new();
+                let mut meta = Vec::new();
+                if !rv.is_empty() {
+                    write::bytes_field(&mut meta, 2, rv.as_bytes());
+                    write::bytes_field(&mut meta, 3, cont.as_bytes());
+                    write::varint(&mut meta, 4 << 3);
+                    write::varint(&mut meta, 300);
+                }
+                write::bytes_field(&mut raw, 1, &meta);
+                for item in &items[..n] {
+                    write::bytes_field(&mut raw, 2, item);
+                }
+                let want = envelope("v1", "ServiceAccountList", raw);
+                let got = list_envelope(
+                    "v1",
+                    "ServiceAccountList",
+                    rv,
+                    cont,
+                    remaining,
+                    items[..n].iter().map(|i| &i[..]),
+                );
+                assert_eq!(got, want, "{n} items, rv {rv:?}");
+            }
+        }
+    }
 
     #[test]
     fn service_account_round_trip() {
