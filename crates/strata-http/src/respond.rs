@@ -105,6 +105,105 @@ impl hyper::body::Body for ListBody {
     }
 }
 
+/// A list in a format other than JSON, from its items' encodings (kept on each object
+/// version): sent a chunk at a time, as a JSON list is, with its exact length announced.
+pub fn pieces(code: u16, list: Pieces, content_type: &'static str) -> Response<Body> {
+    let mut resp = Response::new(list.boxed());
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// How a list's format puts one item's bytes in the list.
+#[derive(Clone, Copy)]
+pub enum Framing {
+    /// As they are (YAML sequence elements, CBOR array elements).
+    Bare,
+    /// As the list message's field 2 (protobuf).
+    ProtobufField,
+}
+
+impl Framing {
+    fn len(self, item: &[u8]) -> usize {
+        match self {
+            Framing::Bare => item.len(),
+            Framing::ProtobufField => strata_codec::proto::list_item_len(item.len()),
+        }
+    }
+
+    fn write(self, out: &mut Vec<u8>, item: &[u8]) {
+        match self {
+            Framing::Bare => out.extend_from_slice(item),
+            Framing::ProtobufField => strata_codec::proto::write_list_item(out, item),
+        }
+    }
+}
+
+/// A list's bytes as the parts its codec gives (what comes before the items, the items, what
+/// comes after them), copied into chunks as they are sent.
+pub struct Pieces {
+    head: Vec<u8>,
+    items: std::vec::IntoIter<Bytes>,
+    framing: Framing,
+    tail: Option<Vec<u8>>,
+    /// The bytes not yet sent.
+    remaining: usize,
+}
+
+impl Pieces {
+    /// The list `head`, `items` framed by `framing`, `tail`.
+    pub fn new(head: Vec<u8>, items: Vec<Bytes>, framing: Framing, tail: Vec<u8>) -> Pieces {
+        let size: usize = items.iter().map(|i| framing.len(i)).sum();
+        Pieces {
+            remaining: head.len() + size + tail.len(),
+            head,
+            items: items.into_iter(),
+            framing,
+            tail: Some(tail),
+        }
+    }
+}
+
+impl hyper::body::Body for Pieces {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let Some(mut tail) = this.tail.take() else {
+            return std::task::Poll::Ready(None);
+        };
+        let mut out = std::mem::take(&mut this.head);
+        out.reserve(LIST_CHUNK.min(this.remaining).saturating_sub(out.len()));
+        while out.len() < LIST_CHUNK {
+            match this.items.next() {
+                Some(item) => this.framing.write(&mut out, &item),
+                None => {
+                    out.append(&mut tail);
+                    break;
+                }
+            }
+        }
+        if !tail.is_empty() || this.items.len() > 0 {
+            this.tail = Some(tail);
+        }
+        this.remaining = this.remaining.saturating_sub(out.len());
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(out)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.tail.is_none()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.remaining as u64)
+    }
+}
+
 /// A value (with `kind` and `apiVersion`) in a plain output format: JSON, YAML or protobuf.
 /// A kind with no protobuf form falls back to JSON (negotiation keeps that from happening).
 pub fn value(code: u16, v: &Value, output: &Output, render: Render) -> Response<Body> {

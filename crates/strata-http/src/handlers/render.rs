@@ -8,7 +8,7 @@ use strata_object::{Object, Status};
 use strata_registry::{cache, JsonListChunks, ObjectList, RegisteredType};
 
 use crate::negotiate::Output;
-use crate::respond::{self, Body, Render};
+use crate::respond::{self, Body, Framing, Render};
 use crate::table::{self, IncludeObject};
 
 /// A list page in the negotiated representation.
@@ -34,15 +34,16 @@ pub(crate) fn list_response(
                 .iter()
                 .map(|obj| protobuf_message_of(obj, &api_version, kind))
                 .collect::<Result<Vec<Bytes>, Status>>()?;
-            let body = strata_codec::proto::list_envelope(
+            let (head, tail) = strata_codec::proto::list_parts(
                 &rt.info.api_version(),
                 &rt.info.list_kind,
                 &list.resource_version,
                 &list.continue_token,
                 list.remaining_item_count,
-                items.iter().map(|b| b.as_ref()),
+                items.iter().map(|b| b.len()),
             );
-            respond::bytes(200, body, name)
+            let pieces = respond::Pieces::new(head, items, Framing::ProtobufField, tail);
+            respond::pieces(200, pieces, name)
         }
         Output::Yaml => {
             // Assembled from each object's YAML as a sequence element, made once per object
@@ -58,8 +59,9 @@ pub(crate) fn list_response(
                     )
                 })
                 .collect::<Result<Vec<Bytes>, Status>>()?;
-            let body = strata_codec::yaml::encode_list(&list_fields(rt, &list), &items);
-            respond::bytes(200, body, "application/yaml")
+            let (head, tail) = strata_codec::yaml::list_parts(&list_fields(rt, &list), items.len());
+            let pieces = respond::Pieces::new(head, items, Framing::Bare, tail);
+            respond::pieces(200, pieces, "application/yaml")
         }
         Output::Cbor => {
             // As YAML: each object's CBOR item is made once per object version.
@@ -68,8 +70,9 @@ pub(crate) fn list_response(
                 .iter()
                 .map(|obj| cached_item(obj, "cbor-item", strata_codec::cbor::encode_item))
                 .collect::<Result<Vec<Bytes>, Status>>()?;
-            let body = strata_codec::cbor::encode_list(&list_fields(rt, &list), &items);
-            respond::bytes(200, body, crate::negotiate::CBOR)
+            let (head, tail) = strata_codec::cbor::list_parts(&list_fields(rt, &list), items.len());
+            let pieces = respond::Pieces::new(head, items, Framing::Bare, tail);
+            respond::pieces(200, pieces, crate::negotiate::CBOR)
         }
         Output::Table(target) => {
             // Each row is kept on its object version with its ages left open, and finished

@@ -35,7 +35,7 @@ fn to_cbor(v: &Value) -> Vec<u8> {
 
 /// Reads one CBOR data item as the server wrote it: tagged self-described, every string a byte
 /// string. Returns the JSON form and the bytes left over.
-fn from_cbor(bytes: &[u8]) -> (Value, &[u8]) {
+pub(crate) fn from_cbor(bytes: &[u8]) -> (Value, &[u8]) {
     fn conv(v: ciborium::Value) -> Value {
         match v {
             ciborium::Value::Null => Value::Null,

@@ -1185,11 +1185,13 @@ async fn invalid_resource_version_combinations() {
 /// A list longer than one of the server's chunks, pretty (asked with `?pretty=true`, or by a
 /// `curl` User-Agent), gzipped, or both: each answer is the compact list's value, indented as
 /// Kubernetes indents (two spaces, no trailing newline), and a gzipped answer unzips to the
-/// bytes of the same answer unzipped.
+/// bytes of the same answer unzipped. In YAML, CBOR and protobuf the list, sent a chunk at a
+/// time too, decodes to the same items.
 #[tokio::test]
 async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
     use std::io::Read;
-    let s = TestServer::start();
+    // CBOR is served only with its gate on, as in Kubernetes.
+    let s = TestServer::start_with(&["--feature-gates", "CBORServingAndStorage=true"]);
     let ns = "long-lists";
     s.http().create_namespace(ns).await;
     let padding = "p".repeat(2048);
@@ -1245,6 +1247,57 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
         .await;
     assert_eq!(r.code(), 200);
     assert!(gunzip(&r)[..] == compact.body[..]);
+    // The other formats carry the same items, their lengths announced, gzipped or not.
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    for accept in [
+        "application/yaml",
+        "application/cbor",
+        "application/vnd.kubernetes.protobuf",
+    ] {
+        let r = http.send("GET", &path, None, &[("accept", accept)]).await;
+        assert_eq!(r.code(), 200, "{accept}");
+        assert_eq!(r.header("content-length"), r.body.len().to_string());
+        let zipped = http
+            .send(
+                "GET",
+                &path,
+                None,
+                &[("accept", accept), ("accept-encoding", "gzip")],
+            )
+            .await;
+        assert!(gunzip(&zipped)[..] == r.body[..], "{accept}");
+        match accept {
+            "application/yaml" => {
+                let v: Value = serde_norway::from_slice(&r.body).expect("a YAML list");
+                assert_eq!(v, list);
+            }
+            "application/cbor" => {
+                let (v, rest) = crate::cbor::from_cbor(&r.body);
+                assert!(rest.is_empty());
+                assert_eq!(v, list);
+            }
+            _ => {
+                use prost::Message;
+                let (kind, raw) = crate::protobuf::open(&r.body);
+                assert_eq!(kind, "ServiceAccountList");
+                let got = k8s_pb::api::core::v1::ServiceAccountList::decode(&raw[..])
+                    .expect("a ServiceAccountList");
+                let rv = got.metadata.and_then(|m| m.resource_version);
+                assert_eq!(rv.as_deref(), list["metadata"]["resourceVersion"].as_str());
+                let got: Vec<String> = got
+                    .items
+                    .into_iter()
+                    .map(|i| i.metadata.and_then(|m| m.name).unwrap_or_default())
+                    .collect();
+                assert_eq!(got, names);
+            }
+        }
+    }
     // A short answer is compressed whole, its length announced.
     let one = format!("{path}/sa-000");
     let r = http

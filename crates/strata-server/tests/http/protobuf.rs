@@ -31,7 +31,7 @@ fn envelope(kind: &str, raw: Vec<u8>) -> Vec<u8> {
 }
 
 /// Opens an envelope; returns (kind, message bytes).
-fn open(body: &[u8]) -> (String, Vec<u8>) {
+pub(crate) fn open(body: &[u8]) -> (String, Vec<u8>) {
     let rest = body
         .strip_prefix(MAGIC)
         .unwrap_or_else(|| panic!("no k8s\\0 prefix: {:?}", String::from_utf8_lossy(body)));
