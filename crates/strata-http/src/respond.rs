@@ -47,33 +47,57 @@ pub fn bytes(code: u16, body: impl Into<Bytes>, content_type: &'static str) -> R
     resp
 }
 
-/// A JSON list answered a chunk at a time (about [`LIST_CHUNK`] bytes each): a large list is
-/// never copied whole into one buffer. Compact, its exact length is announced; `pretty`, each
-/// chunk is indented on its way out.
-pub fn streamed(
+/// The size of the chunks of a list answered a chunk at a time.
+pub const LIST_CHUNK: usize = 64 * 1024;
+
+/// Where the bytes of an answer sent a chunk at a time come from.
+pub trait Chunks: Send + Sync + 'static {
+    /// The next chunk: at least `size` bytes unless the end comes first, `None` after the last.
+    fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>>;
+
+    /// The number of bytes still to come, when it is known.
+    fn remaining(&self) -> Option<usize>;
+}
+
+impl Chunks for JsonListChunks {
+    fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
+        JsonListChunks::next_chunk(self, size)
+    }
+
+    fn remaining(&self) -> Option<usize> {
+        Some(self.len())
+    }
+}
+
+/// A list answered a chunk at a time (about [`LIST_CHUNK`] bytes each): a large list is never
+/// copied whole into one buffer. Its length is announced when known; `pretty` (JSON only),
+/// each chunk is indented on its way out, and the length is not.
+pub fn chunked(
     code: u16,
-    chunks: JsonListChunks,
+    chunks: impl Chunks,
     content_type: &'static str,
     pretty: bool,
 ) -> Response<Body> {
-    let indenter = pretty.then(strata_codec::json::Indenter::default);
-    let mut resp = Response::new(ListBody { chunks, indenter }.boxed());
+    let body = Chunked {
+        chunks: Box::new(chunks),
+        indenter: pretty.then(strata_codec::json::Indenter::default),
+        done: false,
+    };
+    let mut resp = Response::new(body.boxed());
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
-/// The size of the chunks of a streamed list.
-pub const LIST_CHUNK: usize = 64 * 1024;
-
-struct ListBody {
-    chunks: JsonListChunks,
-    /// Set when the list is pretty-printed.
+struct Chunked {
+    chunks: Box<dyn Chunks>,
+    /// Set when the answer is pretty-printed JSON.
     indenter: Option<strata_codec::json::Indenter>,
+    done: bool,
 }
 
-impl hyper::body::Body for ListBody {
+impl hyper::body::Body for Chunked {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
@@ -82,60 +106,64 @@ impl hyper::body::Body for ListBody {
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        let chunk = this.chunks.next_chunk(LIST_CHUNK).map(|compact| {
-            let Some(indenter) = this.indenter.as_mut() else {
-                return compact;
-            };
-            let mut out = Vec::with_capacity(compact.len() * 2);
-            indenter.push(&compact, &mut out);
-            out
-        });
-        std::task::Poll::Ready(chunk.map(|c| Ok(hyper::body::Frame::data(Bytes::from(c)))))
+        let Some(chunk) = this.chunks.next_chunk(LIST_CHUNK) else {
+            this.done = true;
+            return std::task::Poll::Ready(None);
+        };
+        let chunk = match this.indenter.as_mut() {
+            Some(indenter) => {
+                let mut out = Vec::with_capacity(chunk.len() * 2);
+                indenter.push(&chunk, &mut out);
+                out
+            }
+            None => chunk,
+        };
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(chunk)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.chunks.is_empty()
+        self.done
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        match self.indenter {
-            Some(_) => hyper::body::SizeHint::default(),
-            None => hyper::body::SizeHint::with_exact(self.chunks.len() as u64),
+        match (&self.indenter, self.chunks.remaining()) {
+            (None, Some(n)) => hyper::body::SizeHint::with_exact(n as u64),
+            _ => hyper::body::SizeHint::default(),
         }
     }
 }
 
-/// A list in a format other than JSON, from its items' encodings (kept on each object
-/// version): sent a chunk at a time, as a JSON list is, with its exact length announced.
-pub fn pieces(code: u16, list: Pieces, content_type: &'static str) -> Response<Body> {
-    let mut resp = Response::new(list.boxed());
-    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
-}
-
 /// How a list's format puts one item's bytes in the list.
-#[derive(Clone, Copy)]
 pub enum Framing {
     /// As they are (YAML sequence elements, CBOR array elements).
     Bare,
     /// As the list message's field 2 (protobuf).
     ProtobufField,
+    /// Table rows from their kept templates, finished with the ages of one moment, a comma
+    /// between two.
+    TableRows(crate::table::Ages),
 }
 
 impl Framing {
-    fn len(self, item: &[u8]) -> usize {
+    /// The bytes [`Framing::write`] writes for `item`, when they are known beforehand.
+    fn len(&self, item: &[u8]) -> Option<usize> {
         match self {
-            Framing::Bare => item.len(),
-            Framing::ProtobufField => strata_codec::proto::list_item_len(item.len()),
+            Framing::Bare => Some(item.len()),
+            Framing::ProtobufField => Some(strata_codec::proto::list_item_len(item.len())),
+            Framing::TableRows(_) => None,
         }
     }
 
-    fn write(self, out: &mut Vec<u8>, item: &[u8]) {
+    fn write(&mut self, out: &mut Vec<u8>, item: &[u8], first: bool) {
         match self {
             Framing::Bare => out.extend_from_slice(item),
             Framing::ProtobufField => strata_codec::proto::write_list_item(out, item),
+            Framing::TableRows(ages) => {
+                if !first {
+                    out.push(b',');
+                }
+                crate::table::write_row(item, ages, out);
+            }
         }
     }
 }
@@ -146,61 +174,58 @@ pub struct Pieces {
     head: Vec<u8>,
     items: std::vec::IntoIter<Bytes>,
     framing: Framing,
+    first: bool,
+    /// Taken with the last chunk.
     tail: Option<Vec<u8>>,
-    /// The bytes not yet sent.
-    remaining: usize,
+    /// The bytes not yet returned, when the framing tells them.
+    remaining: Option<usize>,
 }
 
 impl Pieces {
     /// The list `head`, `items` framed by `framing`, `tail`.
     pub fn new(head: Vec<u8>, items: Vec<Bytes>, framing: Framing, tail: Vec<u8>) -> Pieces {
-        let size: usize = items.iter().map(|i| framing.len(i)).sum();
+        let size: Option<usize> = items.iter().map(|i| framing.len(i)).sum();
         Pieces {
-            remaining: head.len() + size + tail.len(),
+            remaining: size.map(|n| head.len() + n + tail.len()),
             head,
             items: items.into_iter(),
             framing,
+            first: true,
             tail: Some(tail),
         }
     }
 }
 
-impl hyper::body::Body for Pieces {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        let Some(mut tail) = this.tail.take() else {
-            return std::task::Poll::Ready(None);
-        };
-        let mut out = std::mem::take(&mut this.head);
-        out.reserve(LIST_CHUNK.min(this.remaining).saturating_sub(out.len()));
-        while out.len() < LIST_CHUNK {
-            match this.items.next() {
-                Some(item) => this.framing.write(&mut out, &item),
+impl Chunks for Pieces {
+    fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
+        let mut tail = self.tail.take()?;
+        let mut out = std::mem::take(&mut self.head);
+        out.reserve(
+            size.min(self.remaining.unwrap_or(size))
+                .saturating_sub(out.len()),
+        );
+        while out.len() < size {
+            match self.items.next() {
+                Some(item) => {
+                    self.framing.write(&mut out, &item, self.first);
+                    self.first = false;
+                }
                 None => {
                     out.append(&mut tail);
                     break;
                 }
             }
         }
-        if !tail.is_empty() || this.items.len() > 0 {
-            this.tail = Some(tail);
+        // Until the tail is written, there is another chunk.
+        if !tail.is_empty() || self.items.len() > 0 {
+            self.tail = Some(tail);
         }
-        this.remaining = this.remaining.saturating_sub(out.len());
-        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(out)))))
+        self.remaining = self.remaining.map(|n| n.saturating_sub(out.len()));
+        Some(out)
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.tail.is_none()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        hyper::body::SizeHint::with_exact(self.remaining as u64)
+    fn remaining(&self) -> Option<usize> {
+        self.remaining
     }
 }
 
@@ -380,5 +405,48 @@ impl hyper::body::Body for Gzipped {
 
     fn is_end_stream(&self) -> bool {
         self.encoder.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However the list is cut into chunks, the chunks make head, framed items and tail, and
+    /// the length told before each chunk is what is still to come.
+    #[test]
+    fn pieces_send_every_byte_once_and_tell_what_is_left() {
+        let items: Vec<Bytes> = (0..40)
+            .map(|i| Bytes::from(vec![b'a' + (i % 26) as u8; i * 37]))
+            .collect();
+        for (count, tail) in [(0, "tail"), (1, ""), (2, "tail"), (40, ""), (40, "tail")] {
+            for proto in [false, true] {
+                for size in [1, 50, 700, 1 << 20] {
+                    let framing = || match proto {
+                        true => Framing::ProtobufField,
+                        false => Framing::Bare,
+                    };
+                    let mut want = b"head".to_vec();
+                    for item in &items[..count] {
+                        framing().write(&mut want, item, false);
+                    }
+                    want.extend_from_slice(tail.as_bytes());
+                    let mut pieces = Pieces::new(
+                        b"head".to_vec(),
+                        items[..count].to_vec(),
+                        framing(),
+                        tail.as_bytes().to_vec(),
+                    );
+                    let mut got = Vec::new();
+                    while let Some(chunk) = {
+                        assert_eq!(pieces.remaining(), Some(want.len() - got.len()));
+                        pieces.next_chunk(size)
+                    } {
+                        got.extend_from_slice(&chunk);
+                    }
+                    assert_eq!(got, want, "{count} items, proto {proto}, chunks of {size}");
+                }
+            }
+        }
     }
 }

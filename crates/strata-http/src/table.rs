@@ -208,42 +208,23 @@ fn write_json(out: &mut Vec<u8>, v: &Value) {
     let _ = serde_json::to_writer(out, v);
 }
 
-/// A Table of rows kept as [`row_template`]s, finished at the current time, with list
-/// metadata `meta` and the column definitions: the bytes `strata_codec::json::encode` writes
-/// for [`table`] of the same objects (compact, with its trailing newline).
-pub fn table_of_templates<T: AsRef<[u8]>>(
-    templates: &[T],
+/// What a Table of rows kept as [`row_template`]s has before the rows and after them, with
+/// list metadata `meta` and the column definitions. Between the two, the rows finished by
+/// [`write_row`] with the ages of one moment, a comma between two, make the bytes
+/// `strata_codec::json::encode` writes for [`table`] of the same objects at that moment
+/// (compact, with its trailing newline).
+pub fn table_parts(
     meta: Map<String, Value>,
     include: IncludeObject,
     target: &TableTarget,
-) -> Vec<u8> {
-    table_of_templates_at(templates, meta, include, target, OffsetDateTime::now_utc())
-}
-
-fn table_of_templates_at<T: AsRef<[u8]>>(
-    templates: &[T],
-    meta: Map<String, Value>,
-    include: IncludeObject,
-    target: &TableTarget,
-    now: OffsetDateTime,
-) -> Vec<u8> {
+) -> (Vec<u8>, Vec<u8>) {
     // The Table without rows ends with its last member, `"rows":[]}`: the rows go before
-    // the closing `]}`.
-    let empty = table_at(&[], meta, include, target, true, now);
-    let head = strata_codec::json::compact(&empty);
+    // the closing `]}`. The time only matters to rows.
+    let empty = table_at(&[], meta, include, target, true, OffsetDateTime::UNIX_EPOCH);
+    let mut head = strata_codec::json::compact(&empty);
     debug_assert!(head.ends_with(b"[]}"));
-    let size: usize = templates.iter().map(|t| t.as_ref().len() + 1).sum();
-    let mut out = Vec::with_capacity(head.len() + size + 16);
-    out.extend_from_slice(&head[..head.len().saturating_sub(2)]);
-    let mut ages = Ages::at(now);
-    for (i, template) in templates.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_row(template.as_ref(), &mut ages, &mut out);
-    }
-    out.extend_from_slice(b"]}\n");
-    out
+    head.truncate(head.len().saturating_sub(2));
+    (head, b"]}\n".to_vec())
 }
 
 /// A name for the row templates of `target` and `include` among an object version's kept
@@ -346,6 +327,26 @@ mod tests {
 
     /// A Table assembled from kept row templates is, at any time, byte for byte the Table
     /// rendered directly at that time.
+    /// A Table from kept row templates, as a list answer sends it (in chunks of 100 bytes).
+    fn table_of_templates_at(
+        templates: &[Vec<u8>],
+        meta: Map<String, Value>,
+        include: IncludeObject,
+        target: &TableTarget,
+        now: OffsetDateTime,
+    ) -> Vec<u8> {
+        use crate::respond::{Chunks, Framing, Pieces};
+        let (head, tail) = table_parts(meta, include, target);
+        let rows = templates.iter().map(|t| bytes::Bytes::from(t.clone()));
+        let framing = Framing::TableRows(Ages::at(now));
+        let mut pieces = Pieces::new(head, rows.collect(), framing, tail);
+        let mut out = Vec::new();
+        while let Some(chunk) = pieces.next_chunk(100) {
+            out.extend_from_slice(&chunk);
+        }
+        out
+    }
+
     #[test]
     fn tables_of_templates_equal_direct_tables() {
         let objects = objects();

@@ -20,7 +20,7 @@ pub(crate) fn list_response(
     render: Render,
 ) -> Result<Response<Body>, Status> {
     Ok(match output {
-        Output::Json => respond::streamed(
+        Output::Json => respond::chunked(
             200,
             JsonListChunks::new(&rt.info, list),
             "application/json",
@@ -43,7 +43,7 @@ pub(crate) fn list_response(
                 items.iter().map(|b| b.len()),
             );
             let pieces = respond::Pieces::new(head, items, Framing::ProtobufField, tail);
-            respond::pieces(200, pieces, name)
+            respond::chunked(200, pieces, name, false)
         }
         Output::Yaml => {
             // Assembled from each object's YAML as a sequence element, made once per object
@@ -61,7 +61,7 @@ pub(crate) fn list_response(
                 .collect::<Result<Vec<Bytes>, Status>>()?;
             let (head, tail) = strata_codec::yaml::list_parts(&list_fields(rt, &list), items.len());
             let pieces = respond::Pieces::new(head, items, Framing::Bare, tail);
-            respond::pieces(200, pieces, "application/yaml")
+            respond::chunked(200, pieces, "application/yaml", false)
         }
         Output::Cbor => {
             // As YAML: each object's CBOR item is made once per object version.
@@ -72,7 +72,7 @@ pub(crate) fn list_response(
                 .collect::<Result<Vec<Bytes>, Status>>()?;
             let (head, tail) = strata_codec::cbor::list_parts(&list_fields(rt, &list), items.len());
             let pieces = respond::Pieces::new(head, items, Framing::Bare, tail);
-            respond::pieces(200, pieces, crate::negotiate::CBOR)
+            respond::chunked(200, pieces, crate::negotiate::CBOR, false)
         }
         Output::Table(target) => {
             // Each row is kept on its object version with its ages left open, and finished
@@ -97,13 +97,10 @@ pub(crate) fn list_response(
                     Ok(kept)
                 })
                 .collect::<Result<Vec<Bytes>, Status>>()?;
-            let body = table::table_of_templates(&templates, list_metadata(&list), include, target);
-            let body = if render.pretty {
-                strata_codec::json::indent(&body)
-            } else {
-                body
-            };
-            respond::bytes(200, body, "application/json")
+            let (head, tail) = table::table_parts(list_metadata(&list), include, target);
+            let rows = Framing::TableRows(table::Ages::at(time::OffsetDateTime::now_utc()));
+            let pieces = respond::Pieces::new(head, templates, rows, tail);
+            respond::chunked(200, pieces, "application/json", render.pretty)
         }
     })
 }

@@ -1298,6 +1298,37 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
             }
         }
     }
+    // A Table, as kubectl asks for it, has a row per item, pretty or gzipped alike.
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let r = http.send("GET", &path, None, &[("accept", table)]).await;
+    assert_eq!(r.code(), 200);
+    let t: Value = r.json();
+    // Rows by their first cell, the name (ages may tick between two requests).
+    let row_names = |t: &Value| -> Vec<String> {
+        t["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["cells"][0].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(row_names(&t), names);
+    let pretty = http
+        .send("GET", &pretty_path, None, &[("accept", table)])
+        .await;
+    let pretty_t: Value = serde_json::from_slice(&pretty.body).unwrap();
+    assert!(pretty.body.starts_with(b"{\n  \"kind\": \"Table\""));
+    assert_eq!(row_names(&pretty_t), names);
+    let zipped = http
+        .send(
+            "GET",
+            &path,
+            None,
+            &[("accept", table), ("accept-encoding", "gzip")],
+        )
+        .await;
+    let zipped_t: Value = serde_json::from_slice(&gunzip(&zipped)).unwrap();
+    assert_eq!(row_names(&zipped_t), names);
     // A short answer is compressed whole, its length announced.
     let one = format!("{path}/sa-000");
     let r = http
