@@ -43,3 +43,58 @@ impl<G: Unpin> HttpBody for Guarded<G> {
         self.inner.size_hint()
     }
 }
+
+/// `inner`, calling `done` with the number of data bytes it sent once the body is dropped
+/// (finished, or its client gone): how the request metrics learn the size of an answer whose
+/// length was not known when it started.
+pub(crate) fn counted(inner: Body, done: impl FnOnce(u64) + Send + Sync + 'static) -> Body {
+    Counted {
+        inner,
+        sent: 0,
+        done: Some(Box::new(done)),
+    }
+    .boxed()
+}
+
+type Done = Box<dyn FnOnce(u64) + Send + Sync>;
+
+struct Counted {
+    inner: Body,
+    sent: u64,
+    done: Option<Done>,
+}
+
+impl HttpBody for Counted {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                this.sent += data.len() as u64;
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            done(self.sent);
+        }
+    }
+}

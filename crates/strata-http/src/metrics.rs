@@ -24,7 +24,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use strata_object::Status;
 
-use crate::guarded::with_guard;
+use crate::guarded::{counted, with_guard};
 use crate::respond::Body;
 
 pub mod sharded;
@@ -781,8 +781,12 @@ impl<'m> Probe<'m> {
         }
         counter.inc();
         series.latency.observe(self.started.elapsed().as_secs_f64());
-        if let (Some(sizes), Some(n)) = (&series.size, resp.body().size_hint().exact()) {
-            sizes.observe(n as f64);
+        if let Some(sizes) = &series.size {
+            match resp.body().size_hint().exact() {
+                Some(n) => sizes.observe(n as f64),
+                // Sent a chunk at a time (a Table or pretty list): counted as it goes out.
+                None => return resp.map(|inner| counted(inner, |n| sizes.observe(n as f64))),
+            }
         }
         resp
     }

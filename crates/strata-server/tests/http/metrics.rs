@@ -471,3 +471,49 @@ async fn request_metrics_off_records_no_requests_and_metrics_still_answers() {
     })
     .await;
 }
+
+/// A list whose length is not known when it starts (a Table, or pretty JSON) is sent a chunk
+/// at a time; its size is still recorded once, as the bytes it sent.
+#[tokio::test]
+async fn chunked_answers_record_the_size_they_sent() {
+    let s = TestServer::start();
+    let h = Http::to(&s.addr);
+    within(LIMIT, async {
+        let ns = h
+            .post_json(
+                "/api/v1/namespaces",
+                &json!({"metadata": {"name": "sized"}}),
+            )
+            .await;
+        assert_eq!(ns.code(), 201);
+        let cms = "/api/v1/namespaces/sized/configmaps";
+        for i in 0..50 {
+            let r = h.post_json(cms, &config_map(&format!("cm-{i}"))).await;
+            assert_eq!(r.code(), 201);
+        }
+        let lists = configmaps("LIST", "namespace");
+        let before = Scrape::of(&h).await;
+        let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        let t = h.send("GET", cms, None, &[("accept", table)]).await;
+        assert_eq!(t.code(), 200);
+        assert_eq!(
+            t.header("content-length"),
+            "",
+            "a Table's length is not known"
+        );
+        let pretty = h.get(&format!("{cms}?pretty=true")).await;
+        assert_eq!(pretty.code(), 200);
+        let compact = h.get(cms).await;
+        assert_eq!(compact.code(), 200);
+        assert_eq!(
+            compact.header("content-length"),
+            compact.body.len().to_string()
+        );
+        let after = Scrape::of(&h).await;
+        let delta = |name: &str| after.value(name, &lists) - before.value(name, &lists);
+        assert_eq!(delta("apiserver_response_sizes_count"), 3.0);
+        let sent = t.body.len() + pretty.body.len() + compact.body.len();
+        assert_eq!(delta("apiserver_response_sizes_sum"), sent as f64);
+    })
+    .await;
+}
