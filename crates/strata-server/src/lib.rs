@@ -47,8 +47,18 @@ fn not_listening(e: &strata_store::StoreError) -> bool {
 
 /// Opens the store named by the configuration.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
+    open_engine(config, false).await.map(|(store, _)| store)
+}
+
+/// Opens the store named by the configuration; the embedded engine also as itself, with its
+/// background compactions held back when `defer_compactions` (see
+/// [`RocksOptions::defer_compactions`]).
+async fn open_engine(
+    config: &Config,
+    defer_compactions: bool,
+) -> Result<(Arc<dyn Store>, Option<Arc<RocksStore>>), String> {
     Ok(match config.backend {
-        Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::Memory => (Arc::new(MemoryStore::new()), None),
         Backend::Etcd => {
             if config.etcd_servers.is_empty() {
                 return Err("--storage-backend etcd needs --etcd-servers".into());
@@ -88,7 +98,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
                 prefix = %config.etcd_prefix,
                 "opened the etcd store"
             );
-            Arc::new(store)
+            (Arc::new(store), None)
         }
         Backend::RocksDb => {
             std::fs::create_dir_all(&config.data_dir).map_err(|e| {
@@ -97,8 +107,11 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
                     config.data_dir.display()
                 )
             })?;
-            let store = RocksStore::open(&config.data_dir.join("store"), RocksOptions::default())
-                .map_err(|e| {
+            let options = RocksOptions {
+                defer_compactions,
+                ..RocksOptions::default()
+            };
+            let store = RocksStore::open(&config.data_dir.join("store"), options).map_err(|e| {
                 format!(
                     "cannot open the store in {}: {e}",
                     config.data_dir.display()
@@ -106,7 +119,8 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             })?;
             let path = config.data_dir.join("store");
             tracing::info!(path = %path.display(), "opened the RocksDB store");
-            Arc::new(store)
+            let store = Arc::new(store);
+            (store.clone(), Some(store))
         }
     })
 }
@@ -279,7 +293,8 @@ impl Server {
         // Every request to the engine is timed for /metrics (etcd_request_duration_seconds).
         let metrics = Arc::new(strata_http::Metrics::new());
         let audit_metrics = strata_http::audit::AuditMetrics::register(&metrics);
-        let store = open_store(&config).await?;
+        // The embedded engine compacts only once the registry's start has read the store.
+        let (store, engine) = open_engine(&config, true).await?;
         let store: Arc<dyn Store> = if request_metrics {
             Arc::new(storage_metrics::TimedStore::new(
                 store,
@@ -322,6 +337,11 @@ impl Server {
             .start()
             .await
             .map_err(|s| format!("cannot start the registry: {}", s.message))?;
+        if let Some(engine) = &engine {
+            engine
+                .resume_compactions()
+                .map_err(|e| format!("cannot resume the store's compactions: {e}"))?;
+        }
         bootstrap(&registry).await?;
         // The types of established CRDs are served from the first request on.
         let crds = CrdController::new(registry.clone()).map(Arc::new);

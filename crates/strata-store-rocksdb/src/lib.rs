@@ -101,11 +101,19 @@ pub struct RocksOptions {
     /// Fsync the WAL before acknowledging a write (default `true`). Without it a machine crash
     /// may lose acknowledged writes; a process crash still does not.
     pub sync: bool,
+    /// Open with RocksDB's background compactions held back until
+    /// [`RocksStore::resume_compactions`] (default `false`). A server opens its store this way
+    /// so that the read of the whole store at start-up does not share the CPU with the
+    /// compaction that the writes before a restart left due.
+    pub defer_compactions: bool,
 }
 
 impl Default for RocksOptions {
     fn default() -> Self {
-        Self { sync: true }
+        Self {
+            sync: true,
+            defer_compactions: false,
+        }
     }
 }
 
@@ -312,6 +320,7 @@ impl RocksStore {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(DBCompressionType::Lz4);
             cf_opts.set_compression_per_level(&per_level);
+            cf_opts.set_disable_auto_compactions(options.defer_compactions);
             if name == CF_HISTORY {
                 cf_opts.set_block_based_table_factory(&history_tables);
                 cf_opts.set_prefix_extractor(SliceTransform::create(
@@ -414,6 +423,19 @@ impl RocksStore {
         tokio::task::spawn_blocking(move || f(&shared))
             .await
             .map_err(|e| StoreError::Unavailable(format!("storage task failed: {e}")))?
+    }
+
+    /// Lets RocksDB's background compactions run, after an open with
+    /// [`RocksOptions::defer_compactions`]; any that are due start now.
+    pub fn resume_compactions(&self) -> Result<()> {
+        for name in [CF_HISTORY, CF_CHANGES, CF_META] {
+            let cf = self.shared.cf(name)?;
+            self.shared
+                .db
+                .set_options_cf(cf, &[("disable_auto_compactions", "false")])
+                .map_err(db_err)?;
+        }
+        Ok(())
     }
 }
 

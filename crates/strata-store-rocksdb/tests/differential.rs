@@ -30,7 +30,14 @@ const KEYS: &[&str] = &[
 const PREFIXES: &[&str] = &["", "/", "/a", "/a/", "/b", "/b/", "/c/", "/z"];
 
 fn open(dir: &Path) -> RocksStore {
-    RocksStore::open(dir, RocksOptions { sync: false }).expect("open the store")
+    RocksStore::open(
+        dir,
+        RocksOptions {
+            sync: false,
+            ..RocksOptions::default()
+        },
+    )
+    .expect("open the store")
 }
 
 async fn apply_random_write(rng: &mut Rng, mem: &MemoryStore, rocks: &RocksStore) {

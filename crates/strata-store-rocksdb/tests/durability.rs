@@ -202,7 +202,16 @@ async fn point_reads_go_to_the_disk_only_when_memory_lacks_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_racing_compaction_see_exact_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Arc::new(RocksStore::open(dir.path(), RocksOptions { sync: false }).unwrap());
+    let s = Arc::new(
+        RocksStore::open(
+            dir.path(),
+            RocksOptions {
+                sync: false,
+                ..RocksOptions::default()
+            },
+        )
+        .unwrap(),
+    );
     let first = s.create("/k", b("0")).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(1);
 
