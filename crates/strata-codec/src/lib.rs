@@ -54,3 +54,15 @@ pub use serde_json;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// A list's bytes from its codec's parts: `head`, the items as they are, `tail`.
+fn joined<I: AsRef<[u8]>>(head: &[u8], items: &[I], tail: &[u8]) -> Vec<u8> {
+    let size: usize = items.iter().map(|i| i.as_ref().len()).sum();
+    let mut out = Vec::with_capacity(head.len() + size + tail.len());
+    out.extend_from_slice(head);
+    for item in items {
+        out.extend_from_slice(item.as_ref());
+    }
+    out.extend_from_slice(tail);
+    out
+}

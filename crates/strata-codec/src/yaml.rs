@@ -73,14 +73,7 @@ where
 {
     let items: Vec<I::Item> = items.into_iter().collect();
     let (head, tail) = list_parts(fields, items.len());
-    let size: usize = items.iter().map(|i| i.as_ref().len()).sum();
-    let mut out = Vec::with_capacity(head.len() + size + tail.len());
-    out.extend_from_slice(&head);
-    for item in &items {
-        out.extend_from_slice(item.as_ref());
-    }
-    out.extend_from_slice(&tail);
-    out
+    crate::joined(&head, &items, &tail)
 }
 
 /// What [`encode_list`] writes before a list's `count` items and after them, for a writer that
