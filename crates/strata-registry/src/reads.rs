@@ -88,19 +88,10 @@ pub(crate) struct StorePage<'a> {
     issued: u64,
 }
 
-/// Renders a list page as the kind's list object (`ServiceAccountList` …) in compact JSON; items
-/// carry no type fields, as Kubernetes' typed lists do.
-pub fn list_json(info: &ResourceType, list: &ObjectList) -> Vec<u8> {
-    let mut chunks = JsonListChunks::new(info, list.clone());
-    let mut out = Vec::with_capacity(chunks.len());
-    while let Some(chunk) = chunks.next_chunk(usize::MAX) {
-        out.extend_from_slice(&chunk);
-    }
-    out
-}
-
-/// [`list_json`]'s bytes made a chunk at a time, so that a large list is never held whole:
-/// each chunk copies the next items from their cached encodings.
+/// A list page as the kind's list object (`ServiceAccountList` …) in compact JSON, with items
+/// that carry no type fields as Kubernetes' typed lists do, made a chunk at a time so that a
+/// large list is never held whole: each chunk copies the next items from their cached
+/// encodings.
 pub struct JsonListChunks {
     /// The list's fields before its first item, until the first chunk takes them.
     head: Vec<u8>,
