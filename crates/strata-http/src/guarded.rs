@@ -1,5 +1,6 @@
-//! A response body that carries a value until the body is dropped: how the request metrics and
-//! the audit log learn when a long-running response (a watch) has ended.
+//! A response body that reports, when it is dropped, how many bytes it sent: how the request
+//! metrics and the audit log learn when a long-running response (a watch) has ended, and the
+//! metrics the size of an answer sent without a known length.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -11,60 +12,32 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use crate::respond::Body;
 
 /// `inner`, holding `guard` until the body is dropped (finished, or its client gone).
-pub(crate) fn with_guard<G: Send + Sync + Unpin + 'static>(inner: Body, guard: G) -> Body {
-    Guarded {
-        inner,
-        _guard: guard,
-    }
-    .boxed()
-}
-
-struct Guarded<G> {
-    inner: Body,
-    _guard: G,
-}
-
-impl<G: Unpin> HttpBody for Guarded<G> {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
+pub(crate) fn with_guard<G: Send + Sync + 'static>(inner: Body, guard: G) -> Body {
+    counted(inner, move |_| drop(guard))
 }
 
 /// `inner`, calling `done` with the number of data bytes it sent once the body is dropped
 /// (finished, or its client gone): how the request metrics learn the size of an answer whose
 /// length was not known when it started.
-pub(crate) fn counted(inner: Body, done: impl FnOnce(u64) + Send + Sync + 'static) -> Body {
+pub(crate) fn counted<F: FnOnce(u64) + Send + Sync + 'static>(inner: Body, done: F) -> Body {
     Counted {
         inner,
         sent: 0,
-        done: Some(Box::new(done)),
+        done: Some(done),
     }
     .boxed()
 }
 
-type Done = Box<dyn FnOnce(u64) + Send + Sync>;
-
-struct Counted {
+struct Counted<F: FnOnce(u64)> {
     inner: Body,
     sent: u64,
-    done: Option<Done>,
+    done: Option<F>,
 }
 
-impl HttpBody for Counted {
+// Nothing is pinned in place: the inner body is boxed, the rest moves freely.
+impl<F: FnOnce(u64)> Unpin for Counted<F> {}
+
+impl<F: FnOnce(u64)> HttpBody for Counted<F> {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
@@ -91,7 +64,7 @@ impl HttpBody for Counted {
     }
 }
 
-impl Drop for Counted {
+impl<F: FnOnce(u64)> Drop for Counted<F> {
     fn drop(&mut self) {
         if let Some(done) = self.done.take() {
             done(self.sent);
