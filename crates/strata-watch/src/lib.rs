@@ -79,6 +79,7 @@
 
 #![deny(missing_docs)]
 
+mod kept;
 mod object;
 
 pub use strata_store;
@@ -92,6 +93,7 @@ use std::time::{Duration, Instant};
 use strata_store::{Changes, Event, RangeRequest, Revision, Store, StoreError};
 use tokio::sync::{mpsc, watch};
 
+pub use kept::KeptEncodings;
 pub use object::{CachedObject, EncodeCounter};
 
 /// The README's examples, run as doctests so that they stay true.
@@ -186,6 +188,10 @@ pub struct CacheConfig {
     pub bookmark_interval: Duration,
     /// Events read from the store's feed per call.
     pub feed_batch: usize,
+    /// Bytes of encodings other than JSON (protobuf, YAML, CBOR, Table rows, watch frames)
+    /// kept on cached objects, across all the caches; past it the longest kept are dropped
+    /// ([`KeptEncodings`]). 0 keeps none.
+    pub kept_encodings_bytes: usize,
 }
 
 impl Default for CacheConfig {
@@ -195,6 +201,7 @@ impl Default for CacheConfig {
             watcher_buffer: 1000,
             bookmark_interval: Duration::from_secs(1),
             feed_batch: 1000,
+            kept_encodings_bytes: 32 << 20,
         }
     }
 }
@@ -1033,6 +1040,8 @@ pub struct Caches {
     /// Shared with every cache: a watch that needs the history from before the start asks for
     /// its replay through it.
     history_wanted: Arc<tokio::sync::Notify>,
+    /// What every cache's objects keep beyond their JSON.
+    kept: Arc<KeptEncodings>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -1046,6 +1055,7 @@ impl std::fmt::Debug for Caches {
 impl Caches {
     /// Caches over `store`, none yet: add them with [`Caches::add`], then [`Caches::start`].
     pub fn new(store: Arc<dyn Store>, config: CacheConfig) -> Self {
+        let kept = Arc::new(KeptEncodings::new(config.kept_encodings_bytes));
         Self {
             store,
             config,
@@ -1054,7 +1064,13 @@ impl Caches {
             fed: AtomicU64::new(0),
             started: AtomicBool::new(false),
             history_wanted: Arc::default(),
+            kept,
         }
+    }
+
+    /// The budget of the encodings the caches' objects keep beyond their JSON.
+    pub fn kept_encodings(&self) -> &KeptEncodings {
+        &self.kept
     }
 
     /// The configuration every cache shares.
@@ -1130,7 +1146,7 @@ impl Caches {
                 next_watcher: 0,
             }),
             revision: watch::Sender::new(Revision::ZERO),
-            encodes: Arc::default(),
+            encodes: Arc::new(EncodeCounter::sharing(self.kept.clone())),
             dispatched: AtomicU64::new(0),
             overflowed: AtomicU64::new(0),
             removed: AtomicBool::new(false),

@@ -1,32 +1,52 @@
 //! The cache's form of an object: its key, revision, the few fields selectors read, and its
-//! encodings, each made at most once.
+//! encodings, each made once and kept while the budget of kept encodings allows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use strata_store::Revision;
 
-/// Counts how often objects were encoded, per encoding name (`json`, `table`, …).
-#[derive(Debug, Default)]
+use crate::kept::{KeptEncodings, Slot};
+
+/// Counts how often objects were encoded, per encoding name (`json`, `table`, …), and holds
+/// the budget their kept encodings count against.
+#[derive(Debug)]
 pub struct EncodeCounter {
-    counts: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+    counts: Mutex<Vec<(Arc<str>, Arc<AtomicU64>)>>,
+    budget: Arc<KeptEncodings>,
+}
+
+impl Default for EncodeCounter {
+    /// A counter whose objects keep every encoding.
+    fn default() -> Self {
+        Self::sharing(Arc::new(KeptEncodings::unlimited()))
+    }
 }
 
 impl EncodeCounter {
-    fn slot(&self, encoding: &str) -> Arc<AtomicU64> {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, c)) = counts.iter().find(|(n, _)| n == encoding) {
-            return c.clone();
+    /// A counter whose objects keep their encodings within `budget`.
+    pub fn sharing(budget: Arc<KeptEncodings>) -> Self {
+        Self {
+            counts: Mutex::default(),
+            budget,
         }
-        let c = Arc::new(AtomicU64::new(0));
-        counts.push((encoding.to_string(), c.clone()));
-        c
+    }
+
+    /// The name as kept on objects (one allocation per name), and its count.
+    fn slot(&self, encoding: &str) -> (Arc<str>, Arc<AtomicU64>) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((n, c)) = counts.iter().find(|(n, _)| &**n == encoding) {
+            return (n.clone(), c.clone());
+        }
+        let slot = (Arc::<str>::from(encoding), Arc::new(AtomicU64::new(0)));
+        counts.push(slot.clone());
+        slot
     }
 
     /// Counts one encoding into `encoding`.
     pub fn add(&self, encoding: &str) {
-        self.slot(encoding).fetch_add(1, Ordering::Relaxed);
+        self.slot(encoding).1.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `(encoding, count)` pairs, in first-use order.
@@ -34,7 +54,7 @@ impl EncodeCounter {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         counts
             .iter()
-            .map(|(n, c)| (n.clone(), c.load(Ordering::Relaxed)))
+            .map(|(n, c)| (n.to_string(), c.load(Ordering::Relaxed)))
             .collect()
     }
 }
@@ -97,7 +117,8 @@ fn offset(n: usize) -> u32 {
 ///
 /// The canonical encoding is JSON of the whole object, starting with its `kind` and
 /// `apiVersion` (`{"kind":…,"apiVersion":…,…}`); [`CachedObject::json_item`] gives the form
-/// without them that list items use. Other encodings are made on first use and kept.
+/// without them that list items use. Other encodings are made on first use and kept, within
+/// the budget of the counter the cache gives the object ([`KeptEncodings`]).
 ///
 /// ```
 /// use strata_watch::strata_store::{Bytes, Revision};
@@ -134,7 +155,8 @@ pub struct CachedObject {
     /// Where the fields after `kind` and `apiVersion` start in `json` (just past the comma), or
     /// `json.len() - 1` when there are none.
     rest_offset: usize,
-    encodings: Mutex<Vec<(String, Bytes)>>,
+    /// The other encodings kept; made with the first.
+    kept: OnceLock<Arc<Slot>>,
     counter: Arc<EncodeCounter>,
 }
 
@@ -161,7 +183,7 @@ impl CachedObject {
             labels: offset(labels.len()),
             json,
             rest_offset,
-            encodings: Mutex::new(Vec::new()),
+            kept: OnceLock::new(),
             counter: Arc::default(),
         }
     }
@@ -221,23 +243,29 @@ impl CachedObject {
     }
 
     /// The encoding named `encoding`, made by `make` the first time it is asked for and shared
-    /// by every later caller (every watcher of the event, every reader of the object).
+    /// by every later caller (every watcher of the event, every reader of the object) while
+    /// the budget keeps it.
     pub fn encoded(&self, encoding: &str, make: impl FnOnce(&CachedObject) -> Bytes) -> Bytes {
-        {
-            let encodings = self.encodings.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, b)) = encodings.iter().find(|(n, _)| n == encoding) {
-                return b.clone();
-            }
+        if let Some(kept) = self.kept.get().and_then(|slot| slot.get(encoding)) {
+            return kept;
         }
-        // Made outside the lock; two racing first readers may both encode, one result is kept.
+        // Made outside any lock; two racing first readers may both encode, one result is kept.
         let bytes = make(self);
-        let mut encodings = self.encodings.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, b)) = encodings.iter().find(|(n, _)| n == encoding) {
-            return b.clone();
+        let (name, count) = self.counter.slot(encoding);
+        if !self.counter.budget.keeps_any() {
+            count.fetch_add(1, Ordering::Relaxed);
+            return bytes;
         }
-        self.counter.add(encoding);
-        encodings.push((encoding.to_string(), bytes.clone()));
-        bytes
+        let slot = self
+            .kept
+            .get_or_init(|| Arc::new(Slot::new(self.counter.budget.clone())));
+        match slot.keep(name, &bytes) {
+            Ok(()) => {
+                count.fetch_add(1, Ordering::Relaxed);
+                bytes
+            }
+            Err(first) => first,
+        }
     }
 }
 
