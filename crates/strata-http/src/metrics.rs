@@ -957,6 +957,26 @@ impl Collector for CacheCollector {
                 ConstCounter::new(*n).encode(e.encode_family(&set)?)?;
             }
         }
+        let kept = self.0.kept_encodings();
+        gauge(
+            &mut encoder,
+            "strata_watch_cache_kept_encoding_bytes",
+            "Bytes of encodings other than JSON kept on cached objects.",
+            kept.bytes() as f64,
+        )?;
+        gauge(
+            &mut encoder,
+            "strata_watch_cache_kept_encoding_limit_bytes",
+            "The most bytes of encodings other than JSON the caches keep.",
+            kept.limit() as f64,
+        )?;
+        let e = encoder.encode_descriptor(
+            "strata_watch_cache_kept_encodings_dropped",
+            "Kept encodings dropped to stay within the limit.",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(kept.evicted()).encode(e)?;
         Ok(())
     }
 }

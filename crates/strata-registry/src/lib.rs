@@ -43,7 +43,9 @@ pub use continue_token::ContinueToken;
 pub use delete::{DeleteOptions, Deleted, Preconditions};
 pub use reads::{list_objects, JsonListChunks, ListOptions, ObjectList};
 pub use selection::Selection;
-pub use strata_watch::{CacheError, CacheMetrics, CachedObject, EventType, WatchItem};
+pub use strata_watch::{
+    CacheError, CacheMetrics, CachedObject, EventType, KeptEncodings, WatchItem,
+};
 pub use strategy::{
     ConfigMapStrategy, DefaultStrategy, NamespaceStrategy, RbacStrategy, ServiceAccountStrategy,
     Strategy,
@@ -406,6 +408,11 @@ impl Registry {
     /// Counters of every watch cache.
     pub fn cache_metrics(&self) -> Vec<CacheMetrics> {
         self.caches.all().iter().map(|c| c.metrics()).collect()
+    }
+
+    /// The budget of the encodings the caches keep beyond each object's JSON.
+    pub fn kept_encodings(&self) -> &KeptEncodings {
+        self.caches.kept_encodings()
     }
 
     /// The types served now (a snapshot: later additions and removals do not change it).

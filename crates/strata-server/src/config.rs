@@ -116,6 +116,9 @@ pub struct Config {
     pub watch_buffer_size: usize,
     /// Events each type's watch cache keeps in its window (`--watch-cache-size`).
     pub watch_cache_size: usize,
+    /// Bytes of encodings other than JSON the watch caches keep on their objects
+    /// (`--watch-cache-encodings-mib`, default 32 MiB).
+    pub watch_cache_encodings_bytes: usize,
     /// The `iss` of ServiceAccount tokens and their default audience
     /// (`--service-account-issuer`).
     pub service_account_issuer: String,
@@ -209,6 +212,7 @@ impl Default for Config {
             watch_bookmark_interval: Duration::from_secs(1),
             watch_buffer_size: 1000,
             watch_cache_size: 100_000,
+            watch_cache_encodings_bytes: 32 << 20,
             service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
             anonymous_auth: false,
             token_auth_file: None,
@@ -692,6 +696,18 @@ pub struct ServeFlags {
         help_heading = heading::MISC
     )]
     watch_buffer_size: usize,
+    /// MiB of encodings other than JSON (protobuf, YAML, CBOR, Table rows, watch event frames)
+    /// kept on cached objects for the next reader; past it the longest kept are dropped, to be
+    /// made again when next asked for. 0 keeps none.
+    #[arg(
+        long = "watch-cache-encodings-mib",
+        value_name = "MIB",
+        default_value = "32",
+        value_parser = mebibytes,
+        env = "STRATA_WATCH_CACHE_ENCODINGS_MIB",
+        help_heading = heading::MISC
+    )]
+    watch_cache_encodings_bytes: usize,
 }
 
 /// `--help` and `--version` under kube-apiserver's "Global flags" heading, in every command
@@ -834,6 +850,15 @@ fn positive(value: &str) -> Result<usize, String> {
     }
 }
 
+/// A size flag in MiB, 0 included; the answer is in bytes.
+fn mebibytes(value: &str) -> Result<usize, String> {
+    value
+        .parse::<usize>()
+        .ok()
+        .and_then(|mib| mib.checked_mul(1 << 20))
+        .ok_or_else(|| "expected a whole number of MiB".into())
+}
+
 /// Parses a Go-style duration: `300ms`, `5s`, `5m`, `1h30m`; a bare number means seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration {s:?}");
@@ -948,6 +973,7 @@ impl ServeFlags {
         c.continue_token_lifetime = self.continue_token_lifetime;
         c.watch_bookmark_interval = self.watch_bookmark_interval;
         c.watch_buffer_size = self.watch_buffer_size;
+        c.watch_cache_encodings_bytes = self.watch_cache_encodings_bytes;
         Ok(c)
     }
 }
@@ -1038,6 +1064,7 @@ mod tests {
         assert_eq!(c.watch_bookmark_interval, d.watch_bookmark_interval);
         assert_eq!(c.watch_buffer_size, d.watch_buffer_size);
         assert_eq!(c.watch_cache_size, d.watch_cache_size);
+        assert_eq!(c.watch_cache_encodings_bytes, d.watch_cache_encodings_bytes);
         assert_eq!(c.service_account_issuer, d.service_account_issuer);
         assert_eq!(c.anonymous_auth, d.anonymous_auth);
         assert_eq!(c.token_auth_file, d.token_auth_file);
@@ -1085,6 +1112,7 @@ mod tests {
             "--watch-buffer-size=5",
             "--watch-cache-size",
             "6",
+            "--watch-cache-encodings-mib=3",
             "--service-account-issuer=https://issuer",
             "--anonymous-auth",
             "TRUE",
@@ -1118,6 +1146,7 @@ mod tests {
         assert_eq!(c.watch_bookmark_interval, Duration::from_secs(2));
         assert_eq!(c.watch_buffer_size, 5);
         assert_eq!(c.watch_cache_size, 6);
+        assert_eq!(c.watch_cache_encodings_bytes, 3 << 20);
         assert_eq!(c.service_account_issuer, "https://issuer");
         assert!(c.anonymous_auth);
         assert_eq!(c.token_auth_file, Some(PathBuf::from("/tokens.csv")));
@@ -1212,6 +1241,11 @@ mod tests {
                 &["--watch-cache-size=-3"],
                 "'--watch-cache-size <N>'",
                 "positive whole number",
+            ),
+            (
+                &["--watch-cache-encodings-mib=lots"],
+                "'--watch-cache-encodings-mib <MIB>'",
+                "whole number of MiB",
             ),
             (
                 &["--anonymous-auth=maybe"],

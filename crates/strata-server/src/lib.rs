@@ -322,6 +322,7 @@ impl Server {
                 window_events: config.watch_cache_size,
                 watcher_buffer: config.watch_buffer_size,
                 bookmark_interval: config.watch_bookmark_interval,
+                kept_encodings_bytes: config.watch_cache_encodings_bytes,
                 ..CacheConfig::default()
             },
             continue_token_lifetime: config.continue_token_lifetime,

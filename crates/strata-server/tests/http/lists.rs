@@ -1339,3 +1339,76 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
     let plain = http.get(&one).await;
     assert!(gunzip(&r)[..] == plain.body[..]);
 }
+
+/// The encodings other than JSON that the watch cache keeps on each object for the next
+/// reader (here YAML, protobuf and Table rows) stay within `--watch-cache-encodings-mib`:
+/// lists larger than that budget come whole and alike every time, the encodings kept longest
+/// are dropped (and made again when asked for), and `/metrics` shows the kept bytes under the
+/// limit.
+#[tokio::test]
+async fn kept_encodings_stay_within_their_budget() {
+    let s = TestServer::start_with(&["--watch-cache-encodings-mib=1"]);
+    let h = Http::to(&s.addr);
+    within(LIMIT, async {
+        let ns = "kept-encodings";
+        h.create_namespace(ns).await;
+        // 48 objects of about 32 KiB: each format's items alone exceed the budget.
+        let padding = "k".repeat(32 * 1024);
+        for i in 0..48 {
+            let body = json!({"metadata": {"name": format!("sa-{i:02}"),
+                "annotations": {"padding": padding}}});
+            let r = h.post_json(&sa_path(ns), &body).await;
+            assert_eq!(r.code(), 201, "{}", String::from_utf8_lossy(&r.body));
+        }
+        let path = sa_path(ns);
+        let list: Value = h.get(&path).await.json();
+        assert_eq!(item_names(&list).len(), 48);
+        let names: Vec<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
+        let scrape = |text: &str, name: &str| {
+            crate::common::metric_value(text, name, &[]).unwrap_or_else(|| panic!("no {name}"))
+        };
+        let mut answers: BTreeMap<&str, Vec<Vec<u8>>> = BTreeMap::new();
+        let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        for round in 0..2 {
+            for accept in [
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf",
+                table,
+            ] {
+                let r = h.send("GET", &path, None, &[("accept", accept)]).await;
+                assert_eq!(r.code(), 200, "{accept}, round {round}");
+                answers.entry(accept).or_default().push(r.body.to_vec());
+            }
+            let metrics = h.get("/metrics").await;
+            let text = String::from_utf8_lossy(&metrics.body);
+            let kept = scrape(&text, "strata_watch_cache_kept_encoding_bytes");
+            let limit = scrape(&text, "strata_watch_cache_kept_encoding_limit_bytes");
+            assert_eq!(limit, f64::from(1 << 20));
+            assert!(kept > 0.0 && kept <= limit, "{kept} bytes kept");
+            let dropped = scrape(&text, "strata_watch_cache_kept_encodings_dropped_total");
+            assert!(dropped > 0.0, "nothing dropped in round {round}");
+        }
+        let yaml = &answers["application/yaml"];
+        assert_eq!(yaml[0], yaml[1], "YAML made again is the same");
+        let v: Value = serde_norway::from_slice(&yaml[0]).expect("a YAML list");
+        assert_eq!(v, list);
+        let proto = &answers["application/vnd.kubernetes.protobuf"];
+        assert_eq!(proto[0], proto[1], "protobuf made again is the same");
+        for body in &answers[table] {
+            let t: Value = serde_json::from_slice(body).expect("a Table");
+            let rows: Vec<&str> = t["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| row["cells"][0].as_str().unwrap())
+                .collect();
+            assert_eq!(rows, names);
+        }
+    })
+    .await;
+}
