@@ -11,13 +11,13 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, Weak};
 
-use bytes::Bytes;
+use crate::CachedObject;
 
 /// What one kept encoding costs beyond its bytes: its entry on the object and in the
 /// budget's queue, and the allocator's rounding.
-const ENTRY_OVERHEAD: usize = 96;
+pub(crate) const ENTRY_OVERHEAD: usize = 96;
 
 /// Dead entries (of object versions gone since) the queue may hold beyond its live ones
 /// before it is swept.
@@ -49,8 +49,8 @@ pub struct KeptEncodings {
 
 #[derive(Debug)]
 struct Queued {
-    slot: Weak<Slot>,
-    name: Arc<str>,
+    object: Weak<CachedObject>,
+    name: std::sync::Arc<str>,
 }
 
 impl KeptEncodings {
@@ -93,130 +93,92 @@ impl KeptEncodings {
         self.order.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts an encoding just kept in `slot`, and drops the longest kept while over the limit
-    /// (possibly this one, if it alone exceeds it).
-    fn admit(&self, slot: &Arc<Slot>, name: Arc<str>, cost: usize) {
+    /// Counts an encoding just kept on `object`, and drops the longest kept while over the
+    /// limit (possibly this one, if it alone exceeds it).
+    pub(crate) fn admit(&self, object: Weak<CachedObject>, name: std::sync::Arc<str>, cost: usize) {
         self.used.fetch_add(cost, Ordering::Relaxed);
         self.live.fetch_add(1, Ordering::Relaxed);
         let mut order = self.lock();
-        order.push_back(Queued {
-            slot: Arc::downgrade(slot),
-            name,
-        });
+        order.push_back(Queued { object, name });
         while self.used.load(Ordering::Relaxed) > self.limit {
             let Some(oldest) = order.pop_front() else {
                 break;
             };
-            // A slot that is gone gave its bytes back when it was dropped. Dropping the
-            // upgraded `Arc` here may drop the slot, which touches only the counters.
-            if let Some(slot) = oldest.slot.upgrade() {
-                if let Some(cost) = slot.remove(&oldest.name) {
-                    self.used.fetch_sub(cost, Ordering::Relaxed);
-                    self.live.fetch_sub(1, Ordering::Relaxed);
+            // An object that is gone gave its bytes back when it was dropped. Dropping the
+            // upgraded `Arc` here may drop the object, which touches only the counters.
+            if let Some(object) = oldest.object.upgrade() {
+                if let Some(cost) = object.forget(&oldest.name) {
+                    self.released(cost, 1);
                     self.evicted.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
         if order.len() > 2 * self.live.load(Ordering::Relaxed) + SWEEP_SLACK {
-            order.retain(|q| q.slot.strong_count() > 0);
-        }
-    }
-}
-
-/// One object version's kept encodings.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    budget: Arc<KeptEncodings>,
-    entries: Mutex<Vec<(Arc<str>, Bytes)>>,
-}
-
-impl Slot {
-    pub(crate) fn new(budget: Arc<KeptEncodings>) -> Self {
-        Self {
-            budget,
-            entries: Mutex::new(Vec::new()),
+            order.retain(|q| q.object.strong_count() > 0);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Arc<str>, Bytes)>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<Bytes> {
-        self.lock()
-            .iter()
-            .find(|(n, _)| &**n == name)
-            .map(|(_, b)| b.clone())
-    }
-
-    /// Keeps `bytes` as `name` within the budget, unless a racing reader kept one first:
-    /// then that one is the answer.
-    pub(crate) fn keep(self: &Arc<Self>, name: Arc<str>, bytes: &Bytes) -> Result<(), Bytes> {
-        {
-            let mut entries = self.lock();
-            if let Some((_, kept)) = entries.iter().find(|(n, _)| *n == name) {
-                return Err(kept.clone());
-            }
-            entries.push((name.clone(), bytes.clone()));
-        }
-        // Not under the entries' lock: keeping may drop encodings of any object, this one too.
-        self.budget.admit(self, name, bytes.len() + ENTRY_OVERHEAD);
-        Ok(())
-    }
-
-    /// Drops encoding `name`; its cost when it was kept.
-    fn remove(&self, name: &str) -> Option<usize> {
-        let mut entries = self.lock();
-        let at = entries.iter().position(|(n, _)| &**n == name)?;
-        let (_, bytes) = entries.swap_remove(at);
-        Some(bytes.len() + ENTRY_OVERHEAD)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let entries = self.entries.get_mut().unwrap_or_else(|e| e.into_inner());
-        let cost: usize = entries.iter().map(|(_, b)| b.len() + ENTRY_OVERHEAD).sum();
-        self.budget.used.fetch_sub(cost, Ordering::Relaxed);
-        self.budget.live.fetch_sub(entries.len(), Ordering::Relaxed);
+    /// `count` kept encodings of `cost` bytes in all are no longer kept.
+    pub(crate) fn released(&self, cost: usize, count: usize) {
+        self.used.fetch_sub(cost, Ordering::Relaxed);
+        self.live.fetch_sub(count, Ordering::Relaxed);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
 
-    fn kept(slot: &Arc<Slot>, name: &str, len: usize) {
-        slot.keep(Arc::from(name), &Bytes::from(vec![b'x'; len]))
-            .expect("not kept before");
+    use bytes::Bytes;
+    use strata_store::Revision;
+
+    use super::*;
+    use crate::EncodeCounter;
+
+    fn object(budget: &Arc<KeptEncodings>) -> Arc<CachedObject> {
+        let json = Bytes::from_static(br#"{"kind":"K","apiVersion":"v1"}"#);
+        let mut o = CachedObject::new("k".into(), Revision(1), vec![], vec![], json, 29);
+        o.set_counter(Arc::new(EncodeCounter::sharing(budget.clone())));
+        Arc::new(o)
+    }
+
+    /// Asks `object` for encoding `name`; whether it had to be made.
+    fn encode(object: &Arc<CachedObject>, name: &str, len: usize) -> bool {
+        let mut made = false;
+        object.encoded(name, |_| {
+            made = true;
+            Bytes::from(vec![b'x'; len])
+        });
+        made
     }
 
     #[test]
     fn the_longest_kept_go_first_once_over_the_limit() {
         let budget = Arc::new(KeptEncodings::new(3 * (100 + ENTRY_OVERHEAD)));
-        let slots: Vec<Arc<Slot>> = (0..4)
-            .map(|_| Arc::new(Slot::new(budget.clone())))
-            .collect();
-        for slot in &slots[..3] {
-            kept(slot, "yaml", 100);
+        let objects: Vec<_> = (0..4).map(|_| object(&budget)).collect();
+        for o in &objects[..3] {
+            assert!(encode(o, "yaml", 100));
         }
         assert_eq!(budget.evicted(), 0);
         assert_eq!(budget.bytes(), 3 * (100 + ENTRY_OVERHEAD));
-        kept(&slots[3], "yaml", 100);
+        assert!(encode(&objects[3], "yaml", 100));
         assert_eq!(budget.evicted(), 1);
-        assert!(slots[0].get("yaml").is_none(), "the first kept went first");
-        assert!(slots[1].get("yaml").is_some());
-        assert!(slots[3].get("yaml").is_some());
         assert_eq!(budget.bytes(), 3 * (100 + ENTRY_OVERHEAD));
+        assert!(!encode(&objects[1], "yaml", 100), "still kept");
+        assert!(!encode(&objects[3], "yaml", 100), "still kept");
+        assert!(
+            encode(&objects[0], "yaml", 100),
+            "the first kept went first"
+        );
     }
 
     #[test]
     fn dropped_objects_give_their_bytes_back_and_leave_the_queue() {
         let budget = Arc::new(KeptEncodings::unlimited());
         for _ in 0..3 * SWEEP_SLACK {
-            let slot = Arc::new(Slot::new(budget.clone()));
-            kept(&slot, "protobuf", 10);
-            kept(&slot, "yaml", 10);
+            let o = object(&budget);
+            encode(&o, "protobuf", 10);
+            encode(&o, "yaml", 10);
         }
         assert_eq!(budget.bytes(), 0);
         assert_eq!(budget.live.load(Ordering::Relaxed), 0);
@@ -226,20 +188,19 @@ mod tests {
     #[test]
     fn an_encoding_larger_than_the_limit_is_not_kept() {
         let budget = Arc::new(KeptEncodings::new(50));
-        let slot = Arc::new(Slot::new(budget.clone()));
-        kept(&slot, "table", 100);
-        assert!(slot.get("table").is_none());
+        let o = object(&budget);
+        assert!(encode(&o, "table", 100));
+        assert!(encode(&o, "table", 100), "made again");
         assert_eq!(budget.bytes(), 0);
-        assert_eq!(budget.evicted(), 1);
+        assert_eq!(budget.evicted(), 2);
     }
 
     #[test]
-    fn a_racing_second_encoding_gets_the_first() {
-        let budget = Arc::new(KeptEncodings::unlimited());
-        let slot = Arc::new(Slot::new(budget.clone()));
-        kept(&slot, "cbor", 3);
-        let again = slot.keep(Arc::from("cbor"), &Bytes::from_static(b"yyy"));
-        assert_eq!(again, Err(Bytes::from_static(b"xxx")));
-        assert_eq!(budget.bytes(), 3 + ENTRY_OVERHEAD);
+    fn a_budget_of_nothing_keeps_nothing() {
+        let budget = Arc::new(KeptEncodings::new(0));
+        let o = object(&budget);
+        assert!(encode(&o, "cbor", 3));
+        assert!(encode(&o, "cbor", 3));
+        assert_eq!((budget.bytes(), budget.evicted()), (0, 0));
     }
 }

@@ -2,12 +2,12 @@
 //! encodings, each made once and kept while the budget of kept encodings allows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use strata_store::Revision;
 
-use crate::kept::{KeptEncodings, Slot};
+use crate::kept::KeptEncodings;
 
 /// Counts how often objects were encoded, per encoding name (`json`, `table`, …), and holds
 /// the budget their kept encodings count against.
@@ -126,14 +126,14 @@ fn offset(n: usize) -> u32 {
 ///
 /// let head = r#"{"kind":"ConfigMap","apiVersion":"v1""#;
 /// let json = format!(r#"{head},"metadata":{{"name":"a"}}}}"#);
-/// let obj = CachedObject::new(
+/// let obj = std::sync::Arc::new(CachedObject::new(
 ///     "/registry/configmaps/default/a".into(),
 ///     Revision(7),
 ///     vec![("app".into(), "web".into())],
 ///     vec![("metadata.name".into(), "a".into())],
 ///     Bytes::from(json),
 ///     head.len(),
-/// );
+/// ));
 /// assert_eq!(obj.label("app"), Some("web"));
 /// assert_eq!(obj.field("metadata.name"), Some("a"));
 /// assert_eq!(&obj.json_item()[..], br#"{"metadata":{"name":"a"}}"#);
@@ -155,8 +155,8 @@ pub struct CachedObject {
     /// Where the fields after `kind` and `apiVersion` start in `json` (just past the comma), or
     /// `json.len() - 1` when there are none.
     rest_offset: usize,
-    /// The other encodings kept; made with the first.
-    kept: OnceLock<Arc<Slot>>,
+    /// The other encodings kept, each counted in the counter's budget.
+    kept: Mutex<Vec<(Arc<str>, Bytes)>>,
     counter: Arc<EncodeCounter>,
 }
 
@@ -183,12 +183,14 @@ impl CachedObject {
             labels: offset(labels.len()),
             json,
             rest_offset,
-            kept: OnceLock::new(),
+            kept: Mutex::new(Vec::new()),
             counter: Arc::default(),
         }
     }
 
+    /// Before any encoding is kept: the kept ones count in the counter's budget.
     pub(crate) fn set_counter(&mut self, counter: Arc<EncodeCounter>) {
+        debug_assert!(self.lock_kept().is_empty());
         self.counter = counter;
     }
 
@@ -244,27 +246,67 @@ impl CachedObject {
 
     /// The encoding named `encoding`, made by `make` the first time it is asked for and shared
     /// by every later caller (every watcher of the event, every reader of the object) while
-    /// the budget keeps it.
-    pub fn encoded(&self, encoding: &str, make: impl FnOnce(&CachedObject) -> Bytes) -> Bytes {
-        if let Some(kept) = self.kept.get().and_then(|slot| slot.get(encoding)) {
+    /// the budget keeps it. The object is asked for by its `Arc`: the budget refers back to it
+    /// without keeping it alive.
+    pub fn encoded(
+        self: &Arc<Self>,
+        encoding: &str,
+        make: impl FnOnce(&CachedObject) -> Bytes,
+    ) -> Bytes {
+        if let Some(kept) = self.kept_as(encoding) {
             return kept;
         }
-        // Made outside any lock; two racing first readers may both encode, one result is kept.
+        // Made outside the lock; two racing first readers may both encode, one result is kept.
         let bytes = make(self);
         let (name, count) = self.counter.slot(encoding);
-        if !self.counter.budget.keeps_any() {
-            count.fetch_add(1, Ordering::Relaxed);
-            return bytes;
-        }
-        let slot = self
-            .kept
-            .get_or_init(|| Arc::new(Slot::new(self.counter.budget.clone())));
-        match slot.keep(name, &bytes) {
-            Ok(()) => {
-                count.fetch_add(1, Ordering::Relaxed);
-                bytes
+        let budget = &self.counter.budget;
+        if budget.keeps_any() {
+            let mut kept = self.lock_kept();
+            if let Some((_, first)) = kept.iter().find(|(n, _)| *n == name) {
+                return first.clone();
             }
-            Err(first) => first,
+            kept.push((name.clone(), bytes.clone()));
+        }
+        count.fetch_add(1, Ordering::Relaxed);
+        if budget.keeps_any() {
+            // Not under the object's lock: keeping may drop encodings of any object, this one too.
+            budget.admit(Arc::downgrade(self), name, kept_cost(&bytes));
+        }
+        bytes
+    }
+
+    fn lock_kept(&self) -> std::sync::MutexGuard<'_, Vec<(Arc<str>, Bytes)>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn kept_as(&self, encoding: &str) -> Option<Bytes> {
+        self.lock_kept()
+            .iter()
+            .find(|(n, _)| &**n == encoding)
+            .map(|(_, b)| b.clone())
+    }
+
+    /// Drops the kept encoding `name` for the budget; what it cost.
+    pub(crate) fn forget(&self, name: &str) -> Option<usize> {
+        let mut kept = self.lock_kept();
+        let at = kept.iter().position(|(n, _)| &**n == name)?;
+        let (_, bytes) = kept.swap_remove(at);
+        Some(kept_cost(&bytes))
+    }
+}
+
+/// What a kept encoding counts against the budget.
+fn kept_cost(bytes: &Bytes) -> usize {
+    bytes.len() + crate::kept::ENTRY_OVERHEAD
+}
+
+impl Drop for CachedObject {
+    /// The version is gone: its kept encodings leave the budget with it.
+    fn drop(&mut self) {
+        let kept = self.kept.get_mut().unwrap_or_else(|e| e.into_inner());
+        if !kept.is_empty() {
+            let cost = kept.iter().map(|(_, b)| kept_cost(b)).sum();
+            self.counter.budget.released(cost, kept.len());
         }
     }
 }
@@ -344,6 +386,7 @@ mod tests {
         let mut o = CachedObject::new("k".into(), Revision(1), vec![], vec![], json, 29);
         let counter = Arc::new(EncodeCounter::default());
         o.set_counter(counter.clone());
+        let o = Arc::new(o);
         let mut calls = 0;
         for _ in 0..5 {
             o.encoded("x", |_| {

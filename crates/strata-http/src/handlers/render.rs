@@ -1,6 +1,8 @@
 //! Objects and lists in the negotiated representation: JSON from the cache's bytes, protobuf
 //! assembled from per-object messages, Tables, YAML and CBOR.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::Response;
 use serde_json::{json, Map, Value};
@@ -134,7 +136,7 @@ fn list_fields(rt: &RegisteredType, list: &ObjectList) -> Map<String, Value> {
 /// copies it. An object whose JSON does not parse (nothing the cache holds) is logged once
 /// and answered 500.
 pub(crate) fn cached_item(
-    obj: &strata_registry::CachedObject,
+    obj: &Arc<strata_registry::CachedObject>,
     name: &str,
     encode: fn(&Value) -> Vec<u8>,
 ) -> Result<Bytes, Status> {
@@ -158,14 +160,14 @@ pub(crate) fn cached_item(
 }
 
 /// The enveloped protobuf of a cached object, made once per object version.
-pub(crate) fn protobuf_of(obj: &strata_registry::CachedObject) -> Result<Bytes, Status> {
+pub(crate) fn protobuf_of(obj: &Arc<strata_registry::CachedObject>) -> Result<Bytes, Status> {
     cached_protobuf(obj, "protobuf", strata_codec::proto::encode)
 }
 
 /// The protobuf message (no envelope) of a cached object of `kind`, made once per object
 /// version: the items of protobuf lists.
 pub(crate) fn protobuf_message_of(
-    obj: &strata_registry::CachedObject,
+    obj: &Arc<strata_registry::CachedObject>,
     api_version: &str,
     kind: &str,
 ) -> Result<Bytes, Status> {
@@ -177,7 +179,7 @@ pub(crate) fn protobuf_message_of(
 /// One protobuf encoding of a cached object, kept under `name` on the object version. An
 /// object that cannot be encoded (no valid encoding is empty) is logged once and answered 500.
 pub(crate) fn cached_protobuf<E: std::fmt::Display>(
-    obj: &strata_registry::CachedObject,
+    obj: &Arc<strata_registry::CachedObject>,
     name: &str,
     encode: impl FnOnce(&Value) -> Result<Vec<u8>, E>,
 ) -> Result<Bytes, Status> {

@@ -1363,12 +1363,7 @@ async fn kept_encodings_stay_within_their_budget() {
         let path = sa_path(ns);
         let list: Value = h.get(&path).await.json();
         assert_eq!(item_names(&list).len(), 48);
-        let names: Vec<&str> = list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["metadata"]["name"].as_str().unwrap())
-            .collect();
+        let names = crate::common::item_names(&list);
         let scrape = |text: &str, name: &str| {
             crate::common::metric_value(text, name, &[]).unwrap_or_else(|| panic!("no {name}"))
         };
@@ -1401,11 +1396,11 @@ async fn kept_encodings_stay_within_their_budget() {
         assert_eq!(proto[0], proto[1], "protobuf made again is the same");
         for body in &answers[table] {
             let t: Value = serde_json::from_slice(body).expect("a Table");
-            let rows: Vec<&str> = t["rows"]
+            let rows: Vec<String> = t["rows"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|row| row["cells"][0].as_str().unwrap())
+                .map(|row| row["cells"][0].as_str().unwrap().to_string())
                 .collect();
             assert_eq!(rows, names);
         }
