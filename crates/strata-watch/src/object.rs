@@ -2,7 +2,7 @@
 //! encodings, each made once and kept while the budget of kept encodings allows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use strata_store::Revision;
@@ -184,7 +184,7 @@ impl CachedObject {
             json,
             rest_offset,
             kept: Mutex::new(Vec::new()),
-            counter: Arc::default(),
+            counter: uncounted(),
         }
     }
 
@@ -293,6 +293,13 @@ impl CachedObject {
         let (_, bytes) = kept.swap_remove(at);
         Some(kept_cost(&bytes))
     }
+}
+
+/// The counter of objects made outside a cache, until a cache gives them its own: one for the
+/// process, so that making an object allocates no counter.
+fn uncounted() -> Arc<EncodeCounter> {
+    static UNCOUNTED: OnceLock<Arc<EncodeCounter>> = OnceLock::new();
+    UNCOUNTED.get_or_init(Arc::default).clone()
 }
 
 /// What a kept encoding counts against the budget.
