@@ -19,8 +19,9 @@ use crate::CachedObject;
 /// budget's queue, and the allocator's rounding.
 pub(crate) const ENTRY_OVERHEAD: usize = 96;
 
-/// Dead entries (of object versions gone since) the queue may hold beyond its live ones
-/// before it is swept.
+/// Dead entries (of object versions gone since) the queue may hold beyond a quarter of its
+/// live ones before it is swept. A dead entry still holds its object's allocation (not the
+/// object's JSON), so their number stays well below the live ones'.
 const SWEEP_SLACK: usize = 1024;
 
 /// The budget of kept encodings: a limit in bytes, what is kept now and the order it was
@@ -113,7 +114,8 @@ impl KeptEncodings {
                 }
             }
         }
-        if order.len() > 2 * self.live.load(Ordering::Relaxed) + SWEEP_SLACK {
+        let live = self.live.load(Ordering::Relaxed);
+        if order.len() > live + live / 4 + SWEEP_SLACK {
             order.retain(|q| q.object.strong_count() > 0);
         }
     }
