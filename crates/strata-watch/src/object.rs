@@ -260,7 +260,11 @@ impl CachedObject {
         let bytes = make(self);
         let (name, count) = self.counter.slot(encoding);
         let budget = &self.counter.budget;
-        if budget.keeps_any() {
+        if !budget.keeps_any() {
+            count.fetch_add(1, Ordering::Relaxed);
+            return bytes;
+        }
+        {
             let mut kept = self.lock_kept();
             if let Some((_, first)) = kept.iter().find(|(n, _)| *n == name) {
                 return first.clone();
@@ -268,10 +272,8 @@ impl CachedObject {
             kept.push((name.clone(), bytes.clone()));
         }
         count.fetch_add(1, Ordering::Relaxed);
-        if budget.keeps_any() {
-            // Not under the object's lock: keeping may drop encodings of any object, this one too.
-            budget.admit(Arc::downgrade(self), name, kept_cost(&bytes));
-        }
+        // Not under the object's lock: keeping may drop encodings of any object, this one too.
+        budget.admit(Arc::downgrade(self), name, kept_cost(&bytes));
         bytes
     }
 

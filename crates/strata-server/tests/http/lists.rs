@@ -1182,6 +1182,17 @@ async fn invalid_resource_version_combinations() {
     .await;
 }
 
+/// GET `path` as `accept`, gzipped if the server will.
+async fn get_gzipped(http: &Http, path: &str, accept: &str) -> Reply {
+    http.send(
+        "GET",
+        path,
+        None,
+        &[("accept", accept), ("accept-encoding", "gzip")],
+    )
+    .await
+}
+
 /// A list longer than one of the server's chunks, pretty (asked with `?pretty=true`, or by a
 /// `curl` User-Agent), gzipped, or both: each answer is the compact list's value, indented as
 /// Kubernetes indents (two spaces, no trailing newline), and a gzipped answer unzips to the
@@ -1262,14 +1273,7 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
         let r = http.send("GET", &path, None, &[("accept", accept)]).await;
         assert_eq!(r.code(), 200, "{accept}");
         assert_eq!(r.header("content-length"), r.body.len().to_string());
-        let zipped = http
-            .send(
-                "GET",
-                &path,
-                None,
-                &[("accept", accept), ("accept-encoding", "gzip")],
-            )
-            .await;
+        let zipped = get_gzipped(&http, &path, accept).await;
         assert!(gunzip(&zipped)[..] == r.body[..], "{accept}");
         match accept {
             "application/yaml" => {
@@ -1319,14 +1323,7 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
     let pretty_t: Value = serde_json::from_slice(&pretty.body).unwrap();
     assert!(pretty.body.starts_with(b"{\n  \"kind\": \"Table\""));
     assert_eq!(row_names(&pretty_t), names);
-    let zipped = http
-        .send(
-            "GET",
-            &path,
-            None,
-            &[("accept", table), ("accept-encoding", "gzip")],
-        )
-        .await;
+    let zipped = get_gzipped(&http, &path, table).await;
     let zipped_t: Value = serde_json::from_slice(&gunzip(&zipped)).unwrap();
     assert_eq!(row_names(&zipped_t), names);
     // A short answer is compressed whole, its length announced.
