@@ -200,8 +200,10 @@ impl Chunks for Pieces {
     fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
         let mut tail = self.tail.take()?;
         let mut out = std::mem::take(&mut self.head);
+        // Room for the item that crosses `size` too, so that it does not move the chunk.
+        let room = size + size / 4;
         out.reserve(
-            size.min(self.remaining.unwrap_or(size))
+            room.min(self.remaining.unwrap_or(room))
                 .saturating_sub(out.len()),
         );
         while out.len() < size {

@@ -154,7 +154,9 @@ impl JsonListChunks {
             return None;
         }
         let mut out = std::mem::take(&mut self.head);
-        out.reserve(size.min(self.remaining).saturating_sub(out.len()));
+        // Room for the item that crosses `size` too, so that it does not move the chunk.
+        let room = size + size / 4;
+        out.reserve(room.min(self.remaining).saturating_sub(out.len()));
         while out.len() < size {
             match self.items.next() {
                 Some(item) => {
