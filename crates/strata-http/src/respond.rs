@@ -200,8 +200,7 @@ impl Chunks for Pieces {
     fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
         let mut tail = self.tail.take()?;
         let mut out = std::mem::take(&mut self.head);
-        // Room for the item that crosses `size` too, so that it does not move the chunk.
-        let room = size + size / 4;
+        let room = strata_registry::chunk_capacity(size);
         out.reserve(
             room.min(self.remaining.unwrap_or(room))
                 .saturating_sub(out.len()),

@@ -41,7 +41,7 @@ use strata_watch::{CacheConfig, Caches, WatchCache};
 
 pub use continue_token::ContinueToken;
 pub use delete::{DeleteOptions, Deleted, Preconditions};
-pub use reads::{list_objects, JsonListChunks, ListOptions, ObjectList};
+pub use reads::{chunk_capacity, list_objects, JsonListChunks, ListOptions, ObjectList};
 pub use selection::Selection;
 pub use strata_watch::{
     CacheError, CacheMetrics, CachedObject, EventType, KeptEncodings, WatchItem,

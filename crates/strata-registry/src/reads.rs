@@ -154,9 +154,11 @@ impl JsonListChunks {
             return None;
         }
         let mut out = std::mem::take(&mut self.head);
-        // Room for the item that crosses `size` too, so that it does not move the chunk.
-        let room = size + size / 4;
-        out.reserve(room.min(self.remaining).saturating_sub(out.len()));
+        out.reserve(
+            chunk_capacity(size)
+                .min(self.remaining)
+                .saturating_sub(out.len()),
+        );
         while out.len() < size {
             match self.items.next() {
                 Some(item) => {
@@ -176,6 +178,12 @@ impl JsonListChunks {
         self.remaining = self.remaining.saturating_sub(out.len());
         Some(out)
     }
+}
+
+/// What a chunk of about `size` bytes reserves: room for the item that crosses `size` too, so
+/// that it does not move the chunk.
+pub fn chunk_capacity(size: usize) -> usize {
+    size + size / 4
 }
 
 /// What closes a JSON list.
