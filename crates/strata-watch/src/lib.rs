@@ -456,6 +456,42 @@ impl std::fmt::Debug for WatchCache {
 
 /// Which watchers an event reaches and as what: an object that stops matching a watcher's
 /// filter is DELETED for it, one that starts matching is ADDED.
+/// The entries of `map` whose keys start with `prefix`, from key `from` on.
+///
+/// The walk is a range with both ends: it compares keys only where it starts and stops. A walk
+/// that tested each key for the prefix would read every key's bytes, one more cache miss per
+/// object in a list of a large cache. A prefix whose successor is not simply its last byte
+/// plus one (empty, or ending past ASCII) is walked that way.
+fn under<'a, K, V>(
+    map: &'a BTreeMap<K, V>,
+    prefix: &'a str,
+    from: &str,
+) -> impl Iterator<Item = (&'a K, &'a V)>
+where
+    K: std::borrow::Borrow<str> + Ord,
+{
+    use std::ops::Bound;
+    let from = from.max(prefix);
+    let end = match prefix.as_bytes().last() {
+        Some(&b) if b < 0x7f => {
+            let mut end = prefix[..prefix.len() - 1].to_string();
+            end.push(char::from(b + 1));
+            Some(end)
+        }
+        _ => None,
+    };
+    let bounded = end.is_some();
+    let range = match end {
+        // Past the end: nothing (a range whose start is past its end is refused).
+        Some(end) if from >= end.as_str() => {
+            map.range::<str, _>((Bound::Included(prefix), Bound::Excluded(prefix)))
+        }
+        Some(end) => map.range::<str, _>((Bound::Included(from), Bound::Excluded(end.as_str()))),
+        None => map.range::<str, _>((Bound::Included(from), Bound::Unbounded)),
+    };
+    range.take_while(move |(k, _)| bounded || k.borrow().starts_with(prefix))
+}
+
 fn event_for(w_filter: &Filter, prefix: &str, ev: &CacheEvent) -> Option<EventType> {
     if !ev.object.key().starts_with(prefix) {
         return None;
@@ -542,13 +578,7 @@ impl WatchCache {
     /// The keys under `prefix` whose stored values do not decode, with the errors.
     pub fn corrupt_under(&self, prefix: &str) -> Vec<(String, String)> {
         let inner = self.lock();
-        inner
-            .corrupt
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(k, _)| k.starts_with(prefix))
+        under(&inner.corrupt, prefix, prefix)
             .map(|(k, e)| (k.clone(), e.clone()))
             .collect()
     }
@@ -568,10 +598,7 @@ impl WatchCache {
         let inner = self.lock();
         let from = if start.is_empty() { prefix } else { start };
         let mut items = Vec::new();
-        let mut range = inner
-            .state
-            .range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix));
+        let mut range = under(&inner.state, prefix, from);
         let mut next_key = None;
         let mut scanned = 0u64;
         for (key, obj) in range.by_ref() {
@@ -613,14 +640,7 @@ impl WatchCache {
         let mut backlog = Vec::new();
         let after = match spec.start {
             StartAt::State { .. } => {
-                for (_, obj) in inner
-                    .state
-                    .range::<str, _>((
-                        std::ops::Bound::Included(spec.prefix.as_str()),
-                        std::ops::Bound::Unbounded,
-                    ))
-                    .take_while(|(k, _)| k.starts_with(&spec.prefix))
-                {
+                for (_, obj) in under(&inner.state, &spec.prefix, &spec.prefix) {
                     if (spec.filter)(obj) {
                         backlog.push(WatchItem::Event(EventType::Added, obj.clone()));
                     }
@@ -1470,5 +1490,52 @@ impl Caches {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys<'a>(map: &'a BTreeMap<String, ()>, prefix: &'a str, from: &str) -> Vec<&'a str> {
+        under(map, prefix, from).map(|(k, _)| k.as_str()).collect()
+    }
+
+    #[test]
+    fn under_walks_exactly_the_prefix() {
+        let map: BTreeMap<String, ()> = [
+            "/a",
+            "/a/",
+            "/a/x",
+            "/a/y",
+            "/a/\u{e9}",
+            "/a0",
+            "/a.",
+            "/b/x",
+            "/\u{e9}/",
+            "/\u{e9}/z",
+            "/\u{e9}0",
+        ]
+        .into_iter()
+        .map(|k| (k.to_string(), ()))
+        .collect();
+        let all = ["/a/", "/a/x", "/a/y", "/a/\u{e9}"];
+        assert_eq!(keys(&map, "/a/", ""), all);
+        assert_eq!(keys(&map, "/a/", "/a/"), all);
+        assert_eq!(keys(&map, "/a/", "/a/x\0"), ["/a/y", "/a/\u{e9}"]);
+        // A start before the prefix starts at the prefix; one past it finds nothing.
+        assert_eq!(keys(&map, "/a/", "/"), all);
+        assert!(keys(&map, "/a/", "/a0").is_empty());
+        assert!(keys(&map, "/a/", "/z").is_empty());
+        assert!(keys(&map, "/c/", "").is_empty());
+        // Prefixes without a plain successor are walked key by key.
+        assert_eq!(
+            keys(&map, "/\u{e9}", ""),
+            ["/\u{e9}/", "/\u{e9}/z", "/\u{e9}0"]
+        );
+        assert_eq!(
+            keys(&map, "", "/b"),
+            map.keys().skip(7).map(String::as_str).collect::<Vec<_>>()
+        );
     }
 }
