@@ -1048,8 +1048,16 @@ async fn read_response(
         return (resp, status, None);
     }
     let (parts, body) = resp.into_parts();
-    let Ok(collected) = body.collect().await;
-    let bytes = collected.to_bytes();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return (
+                Response::from_parts(parts, respond::broken_off(e)),
+                status,
+                None,
+            )
+        }
+    };
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)

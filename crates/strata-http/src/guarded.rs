@@ -39,7 +39,7 @@ impl<F: FnOnce(u64)> Unpin for Counted<F> {}
 
 impl<F: FnOnce(u64)> HttpBody for Counted<F> {
     type Data = Bytes;
-    type Error = std::convert::Infallible;
+    type Error = crate::respond::BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,

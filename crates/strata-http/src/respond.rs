@@ -13,10 +13,26 @@ use strata_registry::JsonListChunks;
 use crate::negotiate::{ErrorFormat, Output};
 
 /// The response body type of the frontend.
-pub type Body = BoxBody<Bytes, std::convert::Infallible>;
+pub type Body = BoxBody<Bytes, BodyError>;
+
+/// Why a body stopped before its end: the server cannot go on with an answer it has started
+/// (its status and first bytes are sent), so the connection carrying it is broken off and the
+/// client sees an incomplete answer rather than a wrong one.
+#[derive(Debug)]
+pub struct BodyError(String);
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BodyError {}
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// How a response body is rendered.
@@ -52,16 +68,17 @@ pub const LIST_CHUNK: usize = 64 * 1024;
 
 /// Where the bytes of an answer sent a chunk at a time come from.
 pub trait Chunks: Send + Sync + 'static {
-    /// The next chunk: at least `size` bytes unless the end comes first, `None` after the last.
-    fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>>;
+    /// The next chunk: at least `size` bytes unless the end comes first, `None` after the last,
+    /// an error when the rest cannot be made (the answer is then broken off).
+    fn next_chunk(&mut self, size: usize) -> Option<Result<Vec<u8>, String>>;
 
     /// The number of bytes still to come, when it is known.
     fn remaining(&self) -> Option<usize>;
 }
 
 impl Chunks for JsonListChunks {
-    fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
-        JsonListChunks::next_chunk(self, size)
+    fn next_chunk(&mut self, size: usize) -> Option<Result<Vec<u8>, String>> {
+        JsonListChunks::next_chunk(self, size).map(Ok)
     }
 
     fn remaining(&self) -> Option<usize> {
@@ -99,16 +116,27 @@ struct Chunked {
 
 impl hyper::body::Body for Chunked {
     type Data = Bytes;
-    type Error = std::convert::Infallible;
+    type Error = BodyError;
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        let Some(chunk) = this.chunks.next_chunk(LIST_CHUNK) else {
-            this.done = true;
+        if this.done {
             return std::task::Poll::Ready(None);
+        }
+        let chunk = match this.chunks.next_chunk(LIST_CHUNK) {
+            Some(Ok(chunk)) => chunk,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "an answer sent in chunks was broken off");
+                this.done = true;
+                return std::task::Poll::Ready(Some(Err(BodyError(e))));
+            }
+            None => {
+                this.done = true;
+                return std::task::Poll::Ready(None);
+            }
         };
         let chunk = match this.indenter.as_mut() {
             Some(indenter) => {
@@ -139,94 +167,133 @@ pub enum Framing {
     Bare,
     /// As the list message's field 2 (protobuf).
     ProtobufField,
-    /// Table rows from their kept templates, finished with the ages of one moment, a comma
-    /// between two.
-    TableRows(crate::table::Ages),
 }
 
 impl Framing {
-    /// The bytes [`Framing::write`] writes for `item`, when they are known beforehand.
-    fn len(&self, item: &[u8]) -> Option<usize> {
+    /// The bytes [`Framing::write`] writes for `item`.
+    fn len(&self, item: &[u8]) -> usize {
         match self {
-            Framing::Bare => Some(item.len()),
-            Framing::ProtobufField => Some(strata_codec::proto::list_item_len(item.len())),
-            Framing::TableRows(_) => None,
+            Framing::Bare => item.len(),
+            Framing::ProtobufField => strata_codec::proto::list_item_len(item.len()),
         }
     }
 
-    fn write(&mut self, out: &mut Vec<u8>, item: &[u8], first: bool) {
+    fn write(&self, out: &mut Vec<u8>, item: &[u8]) {
         match self {
             Framing::Bare => out.extend_from_slice(item),
             Framing::ProtobufField => strata_codec::proto::write_list_item(out, item),
-            Framing::TableRows(ages) => {
-                if !first {
-                    out.push(b',');
-                }
-                crate::table::write_row(item, ages, out);
-            }
         }
+    }
+}
+
+/// The items of a list sent a chunk at a time ([`Pieces`]), written one after another into the
+/// chunks as they are made.
+pub trait Items: Send + Sync + 'static {
+    /// Writes the next item (with what separates it from the one before) to `out`: `Ok(false)`
+    /// when none is left, an error when it cannot be written.
+    fn write_next(&mut self, out: &mut Vec<u8>) -> Result<bool, String>;
+
+    /// Whether every item has been written.
+    fn is_done(&self) -> bool;
+
+    /// The bytes the items not yet written will take, when that is known.
+    fn remaining(&self) -> Option<usize>;
+}
+
+/// Items made beforehand, each framed as its format wants.
+pub struct Framed {
+    items: std::vec::IntoIter<Bytes>,
+    framing: Framing,
+    remaining: usize,
+}
+
+impl Framed {
+    pub fn new(items: Vec<Bytes>, framing: Framing) -> Framed {
+        Framed {
+            remaining: items.iter().map(|i| framing.len(i)).sum(),
+            items: items.into_iter(),
+            framing,
+        }
+    }
+}
+
+impl Items for Framed {
+    fn write_next(&mut self, out: &mut Vec<u8>) -> Result<bool, String> {
+        let Some(item) = self.items.next() else {
+            return Ok(false);
+        };
+        self.framing.write(out, &item);
+        self.remaining -= self.framing.len(&item);
+        Ok(true)
+    }
+
+    fn is_done(&self) -> bool {
+        self.items.len() == 0
+    }
+
+    fn remaining(&self) -> Option<usize> {
+        Some(self.remaining)
     }
 }
 
 /// A list's bytes as the parts its codec gives (what comes before the items, the items, what
 /// comes after them), copied into chunks as they are sent.
-pub struct Pieces {
+pub struct Pieces<I> {
     head: Vec<u8>,
-    items: std::vec::IntoIter<Bytes>,
-    framing: Framing,
-    first: bool,
+    items: I,
     /// Taken with the last chunk.
     tail: Option<Vec<u8>>,
-    /// The bytes not yet returned, when the framing tells them.
-    remaining: Option<usize>,
 }
 
-impl Pieces {
+impl Pieces<Framed> {
     /// The list `head`, `items` framed by `framing`, `tail`.
-    pub fn new(head: Vec<u8>, items: Vec<Bytes>, framing: Framing, tail: Vec<u8>) -> Pieces {
-        let size: Option<usize> = items.iter().map(|i| framing.len(i)).sum();
+    pub fn new(head: Vec<u8>, items: Vec<Bytes>, framing: Framing, tail: Vec<u8>) -> Self {
+        Pieces::of(head, Framed::new(items, framing), tail)
+    }
+}
+
+impl<I: Items> Pieces<I> {
+    /// The list `head`, `items`, `tail`.
+    pub fn of(head: Vec<u8>, items: I, tail: Vec<u8>) -> Self {
         Pieces {
-            remaining: size.map(|n| head.len() + n + tail.len()),
             head,
-            items: items.into_iter(),
-            framing,
-            first: true,
+            items,
             tail: Some(tail),
         }
     }
 }
 
-impl Chunks for Pieces {
-    fn next_chunk(&mut self, size: usize) -> Option<Vec<u8>> {
+impl<I: Items> Chunks for Pieces<I> {
+    fn next_chunk(&mut self, size: usize) -> Option<Result<Vec<u8>, String>> {
         let mut tail = self.tail.take()?;
         let mut out = std::mem::take(&mut self.head);
         let room = strata_registry::chunk_capacity(size);
         out.reserve(
-            room.min(self.remaining.unwrap_or(room))
+            room.min(self.remaining().unwrap_or(room))
                 .saturating_sub(out.len()),
         );
         while out.len() < size {
-            match self.items.next() {
-                Some(item) => {
-                    self.framing.write(&mut out, &item, self.first);
-                    self.first = false;
-                }
-                None => {
+            match self.items.write_next(&mut out) {
+                Ok(true) => {}
+                Ok(false) => {
                     out.append(&mut tail);
                     break;
                 }
+                Err(e) => return Some(Err(e)),
             }
         }
         // Until the tail is written, there is another chunk.
-        if !tail.is_empty() || self.items.len() > 0 {
+        if !tail.is_empty() || !self.items.is_done() {
             self.tail = Some(tail);
         }
-        self.remaining = self.remaining.map(|n| n.saturating_sub(out.len()));
-        Some(out)
+        Some(Ok(out))
     }
 
     fn remaining(&self) -> Option<usize> {
-        self.remaining
+        match &self.tail {
+            Some(tail) => Some(self.head.len() + self.items.remaining()? + tail.len()),
+            None => Some(0),
+        }
     }
 }
 
@@ -351,15 +418,42 @@ pub async fn gzip(resp: Response<Body>) -> Response<Body> {
         let encoder = Some(gzip_encoder());
         return Response::from_parts(parts, Gzipped { body, encoder }.boxed());
     }
-    let Ok(collected) = body.collect().await;
+    let collected = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return Response::from_parts(parts, broken_off(e)),
+    };
     let mut encoder = gzip_encoder();
     // Writing into memory cannot fail.
-    let _ = encoder.write_all(&collected.to_bytes());
+    let _ = encoder.write_all(&collected);
     Response::from_parts(parts, full(encoder.finish().unwrap_or_default()))
 }
 
 fn gzip_encoder() -> flate2::write::GzEncoder<Vec<u8>> {
     flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())
+}
+
+/// A body that fails at once with `error`: the answer whose body failed before its first
+/// byte was sent.
+pub(crate) fn broken_off(error: BodyError) -> Body {
+    Chunked {
+        chunks: Box::new(Failed(Some(error.0))),
+        indenter: None,
+        done: false,
+    }
+    .boxed()
+}
+
+/// Chunks whose first is an error.
+struct Failed(Option<String>);
+
+impl Chunks for Failed {
+    fn next_chunk(&mut self, _: usize) -> Option<Result<Vec<u8>, String>> {
+        self.0.take().map(Err)
+    }
+
+    fn remaining(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A body gzipped as it is sent.
@@ -371,7 +465,7 @@ struct Gzipped {
 
 impl hyper::body::Body for Gzipped {
     type Data = Bytes;
-    type Error = std::convert::Infallible;
+    type Error = BodyError;
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
@@ -391,7 +485,10 @@ impl hyper::body::Body for Gzipped {
                     let _ = encoder.write_all(&data);
                     std::mem::take(encoder.get_mut())
                 }
-                Some(Err(never)) => match never {},
+                Some(Err(e)) => {
+                    this.encoder = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
                 None => match this.encoder.take() {
                     Some(encoder) => encoder.finish().unwrap_or_default(),
                     None => Vec::new(),
@@ -429,7 +526,7 @@ mod tests {
                     };
                     let mut want = b"head".to_vec();
                     for item in &items[..count] {
-                        framing().write(&mut want, item, false);
+                        framing().write(&mut want, item);
                     }
                     want.extend_from_slice(tail.as_bytes());
                     let mut pieces = Pieces::new(
@@ -443,11 +540,86 @@ mod tests {
                         assert_eq!(pieces.remaining(), Some(want.len() - got.len()));
                         pieces.next_chunk(size)
                     } {
-                        got.extend_from_slice(&chunk);
+                        got.extend_from_slice(&chunk.unwrap());
                     }
                     assert_eq!(got, want, "{count} items, proto {proto}, chunks of {size}");
                 }
             }
         }
+    }
+
+    /// Items of which the one numbered `fails` cannot be written; `told` is the length they
+    /// claim.
+    struct Failing {
+        next: usize,
+        fails: usize,
+        told: Option<usize>,
+    }
+
+    impl Items for Failing {
+        fn write_next(&mut self, out: &mut Vec<u8>) -> Result<bool, String> {
+            if self.next == self.fails {
+                return Err(format!("item {} cannot be written", self.next));
+            }
+            out.extend_from_slice(&[b'x'; 1000]);
+            self.next += 1;
+            Ok(true)
+        }
+
+        fn is_done(&self) -> bool {
+            false
+        }
+
+        fn remaining(&self) -> Option<usize> {
+            self.told
+        }
+    }
+
+    /// An item that cannot be written breaks the answer off after the chunks before it: the
+    /// body ends in an error, never in a tail that would make the truncated list look whole.
+    #[tokio::test]
+    async fn an_item_that_cannot_be_written_breaks_the_answer_off() {
+        for gzipped in [false, true] {
+            let items = Failing {
+                next: 0,
+                fails: 2 * LIST_CHUNK / 1000,
+                told: None,
+            };
+            let mut resp = chunked(
+                200,
+                Pieces::of(b"[".to_vec(), items, b"]".to_vec()),
+                "application/json",
+                false,
+            );
+            if gzipped {
+                resp = gzip(resp).await;
+            }
+            let mut body = resp.into_body();
+            let mut sent = 0;
+            let error = loop {
+                match body.frame().await {
+                    Some(Ok(frame)) => sent += frame.into_data().map_or(0, |d| d.len()),
+                    Some(Err(e)) => break e,
+                    None => panic!("the body ended without its error (gzip {gzipped})"),
+                }
+            };
+            assert!(sent > 0, "the chunks before the failure are sent");
+            assert_eq!(error.to_string(), "item 131 cannot be written");
+            assert!(body.frame().await.is_none(), "nothing after the error");
+        }
+        // A short body (compressed whole, at once) that fails: the error still comes.
+        let items = Failing {
+            next: 0,
+            fails: 0,
+            told: Some(10),
+        };
+        let resp = chunked(
+            200,
+            Pieces::of(Vec::new(), items, Vec::new()),
+            "application/json",
+            false,
+        );
+        let mut body = gzip(resp).await.into_body();
+        assert!(matches!(body.frame().await, Some(Err(_))));
     }
 }

@@ -178,8 +178,33 @@ impl Ages {
     }
 }
 
+/// A Table's rows finished at one moment, a comma between two: what goes between the head
+/// and the tail of [`table_parts`].
+pub struct Rows {
+    ages: Ages,
+    first: bool,
+}
+
+impl Rows {
+    pub fn at(now: OffsetDateTime) -> Self {
+        Rows {
+            ages: Ages::at(now),
+            first: true,
+        }
+    }
+
+    /// Appends the row of `template` (made by [`row_template`]) to `out`.
+    pub fn write(&mut self, template: &[u8], out: &mut Vec<u8>) {
+        if !self.first {
+            out.push(b',');
+        }
+        self.first = false;
+        write_row(template, &mut self.ages, out);
+    }
+}
+
 /// Appends the row of `template` (made by [`row_template`]) with the ages of `ages` to `out`.
-pub fn write_row(template: &[u8], ages: &mut Ages, out: &mut Vec<u8>) {
+fn write_row(template: &[u8], ages: &mut Ages, out: &mut Vec<u8>) {
     let word = |at: usize| u32::from_be_bytes(template[at..at + 4].try_into().unwrap_or_default());
     let open = word(0) as usize;
     let text = &template[4 + open * 20..];
@@ -327,7 +352,7 @@ mod tests {
 
     /// A Table assembled from kept row templates is, at any time, byte for byte the Table
     /// rendered directly at that time.
-    /// A Table from kept row templates, as a list answer sends it (in chunks of 100 bytes).
+    /// A Table from kept row templates, as a list answer writes it.
     fn table_of_templates_at(
         templates: &[Vec<u8>],
         meta: Map<String, Value>,
@@ -335,15 +360,12 @@ mod tests {
         target: &TableTarget,
         now: OffsetDateTime,
     ) -> Vec<u8> {
-        use crate::respond::{Chunks, Framing, Pieces};
-        let (head, tail) = table_parts(meta, include, target);
-        let rows = templates.iter().map(|t| bytes::Bytes::from(t.clone()));
-        let framing = Framing::TableRows(Ages::at(now));
-        let mut pieces = Pieces::new(head, rows.collect(), framing, tail);
-        let mut out = Vec::new();
-        while let Some(chunk) = pieces.next_chunk(100) {
-            out.extend_from_slice(&chunk);
+        let (mut out, tail) = table_parts(meta, include, target);
+        let mut rows = Rows::at(now);
+        for template in templates {
+            rows.write(template, &mut out);
         }
+        out.extend_from_slice(&tail);
         out
     }
 

@@ -200,7 +200,7 @@ impl WatchBody {
 
 impl HttpBody for WatchBody {
     type Data = Bytes;
-    type Error = std::convert::Infallible;
+    type Error = crate::respond::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

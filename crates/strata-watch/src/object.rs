@@ -277,6 +277,17 @@ impl CachedObject {
         bytes
     }
 
+    /// Calls `with` on the kept encoding named `encoding`, if there is one, and gives what it
+    /// returns. Unlike [`CachedObject::encoded`] it neither makes the encoding nor takes a
+    /// share of its bytes: a reader that copies them at once (a list writing its items) spares
+    /// the count of readers it would otherwise raise and lower. `with` runs under the object's
+    /// lock, so it must be short and must not ask this object for its encodings.
+    pub fn with_kept<R>(&self, encoding: &str, with: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let kept = self.lock_kept();
+        let (_, bytes) = kept.iter().find(|(n, _)| &**n == encoding)?;
+        Some(with(bytes))
+    }
+
     fn lock_kept(&self) -> std::sync::MutexGuard<'_, Vec<(Arc<str>, Bytes)>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -412,5 +423,7 @@ mod tests {
         }
         assert_eq!(calls, 1);
         assert_eq!(counter.snapshot(), vec![("x".to_string(), 1)]);
+        assert_eq!(o.with_kept("x", <[u8]>::to_vec), Some(b"X".to_vec()));
+        assert_eq!(o.with_kept("y", <[u8]>::to_vec), None);
     }
 }

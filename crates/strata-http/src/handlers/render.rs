@@ -78,33 +78,69 @@ pub(crate) fn list_response(
         }
         Output::Table(target) => {
             // Each row is kept on its object version with its ages left open, and finished
-            // for this answer: the bytes of the Table rendered directly now.
-            let name = table::template_name(include, target);
-            let templates = list
-                .items
-                .iter()
-                .map(|obj| {
-                    let kept = obj.encoded(&name, |c| match cache::to_object(c) {
-                        Ok(o) => Bytes::from(table::row_template(&o, include, target)),
-                        Err(_) => Bytes::new(),
-                    });
-                    if kept.is_empty() {
-                        // Never a valid template: the object does not decode; say why.
-                        cache::to_object(obj)?;
-                        return Err(Status::internal(format!(
-                            "cannot render {} as a Table row",
-                            obj.key()
-                        )));
-                    }
-                    Ok(kept)
-                })
-                .collect::<Result<Vec<Bytes>, Status>>()?;
+            // for this answer as its chunk is written: the bytes of the Table rendered
+            // directly now.
             let (head, tail) = table::table_parts(list_metadata(&list), include, target);
-            let rows = Framing::TableRows(table::Ages::at(time::OffsetDateTime::now_utc()));
-            let pieces = respond::Pieces::new(head, templates, rows, tail);
+            let rows = TableRows {
+                name: table::template_name(include, target),
+                objects: list.items.into_iter(),
+                include,
+                target: target.clone(),
+                rows: table::Rows::at(time::OffsetDateTime::now_utc()),
+            };
+            let pieces = respond::Pieces::of(head, rows, tail);
             respond::chunked(200, pieces, "application/json", render.pretty)
         }
     })
+}
+
+/// The rows of a Table list, from templates kept on each object version (made for those that
+/// have none) and finished as the chunks of the answer are written. A row is copied from its
+/// template straight into its chunk, so a list takes no share of each template.
+struct TableRows {
+    /// The name the templates are kept under.
+    name: String,
+    objects: std::vec::IntoIter<Arc<strata_registry::CachedObject>>,
+    include: IncludeObject,
+    target: table::TableTarget,
+    rows: table::Rows,
+}
+
+impl respond::Items for TableRows {
+    fn write_next(&mut self, out: &mut Vec<u8>) -> Result<bool, String> {
+        let Some(obj) = self.objects.next() else {
+            return Ok(false);
+        };
+        let rows = &mut self.rows;
+        if obj
+            .with_kept(&self.name, |template| rows.write(template, out))
+            .is_some()
+        {
+            return Ok(true);
+        }
+        let (include, target) = (self.include, &self.target);
+        let template = obj.encoded(&self.name, |c| match cache::to_object(c) {
+            Ok(o) => Bytes::from(table::row_template(&o, include, target)),
+            // Never a valid template: the caller says why.
+            Err(_) => Bytes::new(),
+        });
+        if template.is_empty() {
+            return Err(cache::to_object(&obj).err().map_or_else(
+                || format!("cannot render {} as a Table row", obj.key()),
+                |status| status.message,
+            ));
+        }
+        rows.write(&template, out);
+        Ok(true)
+    }
+
+    fn is_done(&self) -> bool {
+        self.objects.len() == 0
+    }
+
+    fn remaining(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A list's `metadata`, as the JSON list writer writes it.
