@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use serde_json::Value;
+use strata_codec::proto;
 use strata_object::Status;
 use strata_registry::JsonListChunks;
 
@@ -161,31 +162,6 @@ impl hyper::body::Body for Chunked {
     }
 }
 
-/// How a list's format puts one item's bytes in the list.
-pub enum Framing {
-    /// As they are (YAML sequence elements, CBOR array elements).
-    Bare,
-    /// As the list message's field 2 (protobuf).
-    ProtobufField,
-}
-
-impl Framing {
-    /// The bytes [`Framing::write`] writes for `item`.
-    fn len(&self, item: &[u8]) -> usize {
-        match self {
-            Framing::Bare => item.len(),
-            Framing::ProtobufField => strata_codec::proto::list_item_len(item.len()),
-        }
-    }
-
-    fn write(&self, out: &mut Vec<u8>, item: &[u8]) {
-        match self {
-            Framing::Bare => out.extend_from_slice(item),
-            Framing::ProtobufField => strata_codec::proto::write_list_item(out, item),
-        }
-    }
-}
-
 /// The items of a list sent a chunk at a time ([`Pieces`]), written one after another into the
 /// chunks as they are made.
 pub trait Items: Send + Sync + 'static {
@@ -200,30 +176,29 @@ pub trait Items: Send + Sync + 'static {
     fn remaining(&self) -> Option<usize>;
 }
 
-/// Items made beforehand, each framed as its format wants.
-pub struct Framed {
+/// The items of a protobuf list, made beforehand (the list's envelope tells their length
+/// before them), each written as the list message's field 2.
+pub struct ProtobufItems {
     items: std::vec::IntoIter<Bytes>,
-    framing: Framing,
     remaining: usize,
 }
 
-impl Framed {
-    pub fn new(items: Vec<Bytes>, framing: Framing) -> Framed {
-        Framed {
-            remaining: items.iter().map(|i| framing.len(i)).sum(),
+impl ProtobufItems {
+    pub fn new(items: Vec<Bytes>) -> Self {
+        ProtobufItems {
+            remaining: items.iter().map(|i| proto::list_item_len(i.len())).sum(),
             items: items.into_iter(),
-            framing,
         }
     }
 }
 
-impl Items for Framed {
+impl Items for ProtobufItems {
     fn write_next(&mut self, out: &mut Vec<u8>) -> Result<bool, String> {
         let Some(item) = self.items.next() else {
             return Ok(false);
         };
-        self.framing.write(out, &item);
-        self.remaining -= self.framing.len(&item);
+        proto::write_list_item(out, &item);
+        self.remaining -= proto::list_item_len(item.len());
         Ok(true)
     }
 
@@ -243,13 +218,6 @@ pub struct Pieces<I> {
     items: I,
     /// Taken with the last chunk.
     tail: Option<Vec<u8>>,
-}
-
-impl Pieces<Framed> {
-    /// The list `head`, `items` framed by `framing`, `tail`.
-    pub fn new(head: Vec<u8>, items: Vec<Bytes>, framing: Framing, tail: Vec<u8>) -> Self {
-        Pieces::of(head, Framed::new(items, framing), tail)
-    }
 }
 
 impl<I: Items> Pieces<I> {
@@ -510,40 +478,33 @@ impl hyper::body::Body for Gzipped {
 mod tests {
     use super::*;
 
-    /// However the list is cut into chunks, the chunks make head, framed items and tail, and
-    /// the length told before each chunk is what is still to come.
+    /// However the list is cut into chunks, the chunks make head, items and tail, and the
+    /// length told before each chunk is what is still to come.
     #[test]
     fn pieces_send_every_byte_once_and_tell_what_is_left() {
         let items: Vec<Bytes> = (0..40)
             .map(|i| Bytes::from(vec![b'a' + (i % 26) as u8; i * 37]))
             .collect();
         for (count, tail) in [(0, "tail"), (1, ""), (2, "tail"), (40, ""), (40, "tail")] {
-            for proto in [false, true] {
-                for size in [1, 50, 700, 1 << 20] {
-                    let framing = || match proto {
-                        true => Framing::ProtobufField,
-                        false => Framing::Bare,
-                    };
-                    let mut want = b"head".to_vec();
-                    for item in &items[..count] {
-                        framing().write(&mut want, item);
-                    }
-                    want.extend_from_slice(tail.as_bytes());
-                    let mut pieces = Pieces::new(
-                        b"head".to_vec(),
-                        items[..count].to_vec(),
-                        framing(),
-                        tail.as_bytes().to_vec(),
-                    );
-                    let mut got = Vec::new();
-                    while let Some(chunk) = {
-                        assert_eq!(pieces.remaining(), Some(want.len() - got.len()));
-                        pieces.next_chunk(size)
-                    } {
-                        got.extend_from_slice(&chunk.unwrap());
-                    }
-                    assert_eq!(got, want, "{count} items, proto {proto}, chunks of {size}");
+            for size in [1, 50, 700, 1 << 20] {
+                let mut want = b"head".to_vec();
+                for item in &items[..count] {
+                    proto::write_list_item(&mut want, item);
                 }
+                want.extend_from_slice(tail.as_bytes());
+                let mut pieces = Pieces::of(
+                    b"head".to_vec(),
+                    ProtobufItems::new(items[..count].to_vec()),
+                    tail.as_bytes().to_vec(),
+                );
+                let mut got = Vec::new();
+                while let Some(chunk) = {
+                    assert_eq!(pieces.remaining(), Some(want.len() - got.len()));
+                    pieces.next_chunk(size)
+                } {
+                    got.extend_from_slice(&chunk.unwrap());
+                }
+                assert_eq!(got, want, "{count} items, chunks of {size}");
             }
         }
     }

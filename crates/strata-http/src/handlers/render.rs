@@ -10,7 +10,7 @@ use strata_object::{Object, Status};
 use strata_registry::{cache, JsonListChunks, ObjectList, RegisteredType};
 
 use crate::negotiate::Output;
-use crate::respond::{self, Body, Framing, Render};
+use crate::respond::{self, Body, Render};
 use crate::table::{self, IncludeObject};
 
 /// A list page in the negotiated representation.
@@ -44,93 +44,112 @@ pub(crate) fn list_response(
                 list.remaining_item_count,
                 items.iter().map(|b| b.len()),
             );
-            let pieces = respond::Pieces::new(head, items, Framing::ProtobufField, tail);
+            let pieces = respond::Pieces::of(head, respond::ProtobufItems::new(items), tail);
             respond::chunked(200, pieces, name, false)
         }
         Output::Yaml => {
-            // Assembled from each object's YAML as a sequence element, made once per object
-            // version: the bytes the encoder writes for the whole list.
-            let items = list
-                .items
-                .iter()
-                .map(|obj| {
-                    cached_item(
-                        obj,
-                        "yaml-item",
-                        strata_codec::yaml::encode_sequence_element,
-                    )
-                })
-                .collect::<Result<Vec<Bytes>, Status>>()?;
-            let (head, tail) = strata_codec::yaml::list_parts(&list_fields(rt, &list), items.len());
-            let pieces = respond::Pieces::new(head, items, Framing::Bare, tail);
-            respond::chunked(200, pieces, "application/yaml", false)
+            // Each object's YAML as a sequence element, made once per object version: the
+            // bytes the encoder writes for the whole list.
+            let (head, tail) =
+                strata_codec::yaml::list_parts(&list_fields(rt, &list), list.items.len());
+            let items = KeptItems::as_made(
+                list.items,
+                "yaml-item",
+                strata_codec::yaml::encode_sequence_element,
+            );
+            respond::chunked(
+                200,
+                respond::Pieces::of(head, items, tail),
+                "application/yaml",
+                false,
+            )
         }
         Output::Cbor => {
             // As YAML: each object's CBOR item is made once per object version.
-            let items = list
-                .items
-                .iter()
-                .map(|obj| cached_item(obj, "cbor-item", strata_codec::cbor::encode_item))
-                .collect::<Result<Vec<Bytes>, Status>>()?;
-            let (head, tail) = strata_codec::cbor::list_parts(&list_fields(rt, &list), items.len());
-            let pieces = respond::Pieces::new(head, items, Framing::Bare, tail);
-            respond::chunked(200, pieces, crate::negotiate::CBOR, false)
+            let (head, tail) =
+                strata_codec::cbor::list_parts(&list_fields(rt, &list), list.items.len());
+            let items =
+                KeptItems::as_made(list.items, "cbor-item", strata_codec::cbor::encode_item);
+            respond::chunked(
+                200,
+                respond::Pieces::of(head, items, tail),
+                crate::negotiate::CBOR,
+                false,
+            )
         }
         Output::Table(target) => {
             // Each row is kept on its object version with its ages left open, and finished
             // for this answer as its chunk is written: the bytes of the Table rendered
             // directly now.
             let (head, tail) = table::table_parts(list_metadata(&list), include, target);
-            let rows = TableRows {
+            let template_target = target.clone();
+            let mut rows = table::Rows::at(time::OffsetDateTime::now_utc());
+            let items = KeptItems {
                 name: table::template_name(include, target),
                 objects: list.items.into_iter(),
-                include,
-                target: target.clone(),
-                rows: table::Rows::at(time::OffsetDateTime::now_utc()),
+                make: Box::new(move |c| match cache::to_object(c) {
+                    Ok(o) => Bytes::from(table::row_template(&o, include, &template_target)),
+                    Err(e) => {
+                        tracing::error!(key = c.key(), error = %e.message, "cannot make a Table row");
+                        Bytes::new()
+                    }
+                }),
+                write: move |template: &[u8], out: &mut Vec<u8>| rows.write(template, out),
             };
-            let pieces = respond::Pieces::of(head, rows, tail);
+            let pieces = respond::Pieces::of(head, items, tail);
             respond::chunked(200, pieces, "application/json", render.pretty)
         }
     })
 }
 
-/// The rows of a Table list, from templates kept on each object version (made for those that
-/// have none) and finished as the chunks of the answer are written. A row is copied from its
-/// template straight into its chunk, so a list takes no share of each template.
-struct TableRows {
-    /// The name the templates are kept under.
+/// A list's items from the encoding kept on each object version under `name` (made by `make`
+/// for a version that has none yet), written by `write` as the chunks of the answer are made.
+/// An item is copied from the kept bytes straight into its chunk, so a list takes no share of
+/// them. `make` answers empty bytes for an object it cannot encode (no valid item is empty).
+struct KeptItems<W> {
     name: String,
     objects: std::vec::IntoIter<Arc<strata_registry::CachedObject>>,
-    include: IncludeObject,
-    target: table::TableTarget,
-    rows: table::Rows,
+    make: Box<dyn Fn(&strata_registry::CachedObject) -> Bytes + Send + Sync>,
+    write: W,
 }
 
-impl respond::Items for TableRows {
+impl KeptItems<fn(&[u8], &mut Vec<u8>)> {
+    /// Items that are `encode` of each object's list-item JSON, written as they are kept.
+    fn as_made(
+        objects: Vec<Arc<strata_registry::CachedObject>>,
+        name: &str,
+        encode: fn(&Value) -> Vec<u8>,
+    ) -> Self {
+        KeptItems {
+            name: name.to_string(),
+            objects: objects.into_iter(),
+            make: Box::new(move |c| item_encoding(c, encode)),
+            write: |item, out| out.extend_from_slice(item),
+        }
+    }
+}
+
+impl<W> respond::Items for KeptItems<W>
+where
+    W: FnMut(&[u8], &mut Vec<u8>) + Send + Sync + 'static,
+{
     fn write_next(&mut self, out: &mut Vec<u8>) -> Result<bool, String> {
         let Some(obj) = self.objects.next() else {
             return Ok(false);
         };
-        let rows = &mut self.rows;
-        if obj
-            .with_kept(&self.name, |template| rows.write(template, out))
-            .is_some()
-        {
+        let write = &mut self.write;
+        if obj.with_kept(&self.name, |item| write(item, out)).is_some() {
             return Ok(true);
         }
-        let (include, target) = (self.include, &self.target);
-        let template = obj.encoded(&self.name, |c| match cache::to_object(c) {
-            Ok(o) => Bytes::from(table::row_template(&o, include, target)),
-            // Never a valid template: the caller says why.
-            Err(_) => Bytes::new(),
-        });
-        if template.is_empty() {
-            return Err(cache::to_object(&obj).err().map_or_else(
-                || format!("cannot render {} as a Table row", obj.key()),
-                |status| status.message,
+        let item = obj.encoded(&self.name, |c| (self.make)(c));
+        if item.is_empty() {
+            return Err(format!(
+                "object {} cannot be encoded as {}",
+                obj.key(),
+                self.name
             ));
         }
-        rows.write(&template, out);
+        (self.write)(&item, out);
         Ok(true)
     }
 
@@ -168,31 +187,16 @@ fn list_fields(rt: &RegisteredType, list: &ObjectList) -> Map<String, Value> {
 }
 
 /// A cached object as a list item (its JSON without `kind` and `apiVersion`) in one
-/// encoding, kept under `name` on the object version, so every later list of that version
-/// copies it. An object whose JSON does not parse (nothing the cache holds) is logged once
-/// and answered 500.
-pub(crate) fn cached_item(
-    obj: &Arc<strata_registry::CachedObject>,
-    name: &str,
-    encode: fn(&Value) -> Vec<u8>,
-) -> Result<Bytes, Status> {
-    // No encoding of an item is empty, so empty marks a failure.
-    let bytes = obj.encoded(name, |c| {
-        match strata_codec::json::from_slice(&c.json_item()) {
-            Ok(v) => Bytes::from(encode(&v)),
-            Err(e) => {
-                tracing::error!(key = c.key(), %e, "cannot decode a cached object");
-                Bytes::new()
-            }
+/// encoding: empty, and logged, for an object whose JSON does not parse (nothing the cache
+/// holds).
+fn item_encoding(c: &strata_registry::CachedObject, encode: fn(&Value) -> Vec<u8>) -> Bytes {
+    match strata_codec::json::from_slice(&c.json_item()) {
+        Ok(v) => Bytes::from(encode(&v)),
+        Err(e) => {
+            tracing::error!(key = c.key(), %e, "cannot decode a cached object");
+            Bytes::new()
         }
-    });
-    if bytes.is_empty() {
-        return Err(Status::internal(format!(
-            "object {} cannot be encoded as {name}",
-            obj.key()
-        )));
     }
-    Ok(bytes)
 }
 
 /// The enveloped protobuf of a cached object, made once per object version.
