@@ -1258,7 +1258,10 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
         .await;
     assert_eq!(r.code(), 200);
     assert!(gunzip(&r)[..] == compact.body[..]);
-    // The other formats carry the same items, their lengths announced, gzipped or not.
+    // The other formats carry the same items, gzipped or not. A protobuf list announces its
+    // length (its envelope needs the items' lengths first anyway); YAML and CBOR lists are
+    // written item by item as they are sent, like Kubernetes' large answers, so a length they
+    // give must be the body's.
     let names: Vec<&str> = list["items"]
         .as_array()
         .unwrap()
@@ -1272,7 +1275,10 @@ async fn long_lists_pretty_and_gzipped_carry_the_compact_lists_value() {
     ] {
         let r = http.send("GET", &path, None, &[("accept", accept)]).await;
         assert_eq!(r.code(), 200, "{accept}");
-        assert_eq!(r.header("content-length"), r.body.len().to_string());
+        let length = r.header("content-length");
+        if accept.contains("protobuf") || !length.is_empty() {
+            assert_eq!(length, r.body.len().to_string(), "{accept}");
+        }
         let zipped = get_gzipped(&http, &path, accept).await;
         assert!(gunzip(&zipped)[..] == r.body[..], "{accept}");
         match accept {
