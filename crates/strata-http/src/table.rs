@@ -152,14 +152,15 @@ pub fn row_template(obj: &Object, include: IncludeObject, target: &TableTarget) 
 }
 
 /// Ages as JSON strings at one time, remembered by whole seconds (all [`human_duration`]
-/// reads), so rows of objects created within the same second share one.
-pub struct Ages {
+/// reads), so rows of objects created within the same second share one. Only [`Rows`] uses
+/// them.
+struct Ages {
     now: OffsetDateTime,
     last: Option<(i64, Vec<u8>)>,
 }
 
 impl Ages {
-    pub fn at(now: OffsetDateTime) -> Self {
+    fn at(now: OffsetDateTime) -> Self {
         Ages { now, last: None }
     }
 
