@@ -202,10 +202,7 @@ impl Openapi {
     /// kube-openapi's `InvalidType` with a string value (all of its uses here).
     fn type_error(&self, name: &str, type_name: &str, got: &str) -> OaError {
         if self.quiet.get() {
-            return OaError {
-                message: String::new(),
-                error: FieldError::new(FieldErrorKind::TypeInvalid, String::new(), None, ""),
-            };
+            return Self::quiet_type_error();
         }
         let msg = format!("{name} in body must be of type {type_name}: {}", quote(got));
         self.err(FieldErrorKind::TypeInvalid, name, Some(quote(got)), msg)
@@ -284,7 +281,7 @@ impl Openapi {
         let types = TypeSet::of(s);
         if data.is_null() {
             if !types.is_empty() && !types.has(TypeSet::NULL) && !s.nullable {
-                r.add(self.type_error(path, &s.types().join(","), "null"));
+                r.add(self.wrong_type(path, s, "null"));
             }
             return;
         }
@@ -315,8 +312,25 @@ impl Openapi {
             return;
         }
         if !(types.has(bit) || is_float_int || is_int_float) {
-            r.add(self.type_error(path, &s.types().join(","), sch_type));
+            r.add(self.wrong_type(path, s, sch_type));
         }
+    }
+
+    /// What [`Openapi::type_error`] records in quiet mode.
+    fn quiet_type_error() -> OaError {
+        OaError {
+            message: String::new(),
+            error: FieldError::new(FieldErrorKind::TypeInvalid, String::new(), None, ""),
+        }
+    }
+
+    /// [`Openapi::type_error`] naming the schema's types, which are joined only when the error
+    /// is spelt out: an `anyOf` branch of the wrong type (a quantity's) meets it quietly.
+    fn wrong_type(&self, name: &str, s: &Schema, got: &str) -> OaError {
+        if self.quiet.get() {
+            return Self::quiet_type_error();
+        }
+        self.type_error(name, &s.types().join(","), got)
     }
 
     /// `anyOf`, `oneOf`, `allOf`, `not`: each branch checks `data` itself, so the children it
