@@ -108,7 +108,12 @@ impl PathElement {
         match self {
             PathElement::Field(name) => field_key(name),
             PathElement::Key(fields) => {
-                let mut out = String::from("k:{");
+                let room = fields
+                    .iter()
+                    .map(|(name, value)| name.len() + 4 + json_len_hint(&value.0))
+                    .sum::<usize>();
+                let mut out = String::with_capacity(4 + room);
+                out.push_str("k:{");
                 for (i, (name, value)) in fields.iter().enumerate() {
                     if i > 0 {
                         out.push(',');
@@ -158,6 +163,17 @@ impl PathElement {
             },
             _ => Ok(None),
         }
+    }
+}
+
+/// About how long `v` is as JSON, to size a key written with it: exact for the scalars
+/// without escapes that keys mostly hold.
+fn json_len_hint(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len() + 2,
+        Value::Number(_) => 20,
+        Value::Bool(_) | Value::Null => 5,
+        Value::Array(_) | Value::Object(_) => 32,
     }
 }
 
@@ -1015,7 +1031,7 @@ impl FieldSet {
 /// (`added_by_create(..).difference(system_fields()).to_fields_v1()`) in one walk of `new`,
 /// without building the set in between. `None` where [`added_by_create`] gives `None`.
 pub(crate) fn created_fields_v1(new: &Value, schema: Node) -> Option<Map<String, Value>> {
-    let mut out = Level::with_capacity(new.as_object().map_or(0, Map::len));
+    let mut out = Fields::new(new.as_object().map_or(0, Map::len), false);
     let tracked = each_root_field(new, schema, |key, node, field| {
         let is_meta = key == "metadata";
         // `apiVersion`, `kind` and `metadata` are system fields: never members themselves.
@@ -1031,9 +1047,9 @@ pub(crate) fn created_fields_v1(new: &Value, schema: Node) -> Option<Map<String,
             ),
             RootField::Value(v) => (member, fields_v1_below(v, node, member)),
         };
-        out.push(FieldKey::Name(key), member, below);
+        out.push(key, member, below);
     });
-    tracked.then(|| out.finish(false))
+    tracked.then(|| out.finish())
 }
 
 /// The names of `metadata` that are system fields (see [`system_fields`]).
@@ -1052,60 +1068,84 @@ fn is_system_metadata(name: &str) -> bool {
     )
 }
 
-/// The key of one entry of a `FieldsV1` level being written: a field's name, or a list
-/// element (compared as [`PathElement`]s are).
-enum FieldKey<'a> {
-    Name(&'a str),
-    Element(PathElement),
+/// One level of `FieldsV1` keyed by field names (`f:<name>`), written straight into its map.
+/// The names of a JSON object are distinct, and they come in the object's order, which is
+/// often sorted already (Go clients write maps sorted): the map is sorted at the end only when
+/// it is not.
+struct Fields<'a> {
+    out: Map<String, Value>,
+    /// The last name written, when every name so far came after the one before.
+    last: Option<&'a str>,
+    sorted: bool,
+    with_self: bool,
 }
 
-impl FieldKey<'_> {
-    fn cmp_key(&self, other: &Self) -> Ordering {
-        match (self, other) {
-            (FieldKey::Name(a), FieldKey::Name(b)) => a.cmp(b),
-            (FieldKey::Name(_), FieldKey::Element(_)) => Ordering::Less,
-            (FieldKey::Element(_), FieldKey::Name(_)) => Ordering::Greater,
-            (FieldKey::Element(a), FieldKey::Element(b)) => a.cmp(b),
+impl<'a> Fields<'a> {
+    /// A level for up to `n` names; `with_self` when it belongs to a member, so that it starts
+    /// with `"."` if it holds anything.
+    fn new(n: usize, with_self: bool) -> Self {
+        let mut out = Map::with_capacity(n + usize::from(with_self));
+        if with_self {
+            // In place first, where it sorts too; taken out again if no name follows.
+            out.insert(".".into(), Value::Object(Map::new()));
+        }
+        Fields {
+            out,
+            last: None,
+            sorted: true,
+            with_self,
         }
     }
 
-    fn to_fields_v1_key(&self) -> String {
-        match self {
-            FieldKey::Name(name) => field_key(name),
-            FieldKey::Element(pe) => pe.to_fields_v1_key(),
+    /// Adds the field `name`: `member` when the path itself is owned, `below` its `FieldsV1`
+    /// value. A field that is neither is left out.
+    fn push(&mut self, name: &'a str, member: bool, below: Map<String, Value>) {
+        if !member && below.is_empty() {
+            return;
         }
+        if self.last.is_some_and(|last| last >= name) {
+            self.sorted = false;
+        }
+        self.last = Some(name);
+        self.out.insert(field_key(name), Value::Object(below));
+    }
+
+    fn finish(mut self) -> Map<String, Value> {
+        if self.with_self && self.out.len() == 1 {
+            return Map::new();
+        }
+        if !self.sorted {
+            // `"."` sorts before every `f:` key.
+            self.out.sort_keys();
+        }
+        self.out
     }
 }
 
-/// One level of `FieldsV1` being written: its entries in the order found, sorted at the end;
-/// of repeated list items only the first counts, as in [`added_by_create`].
-struct Level<'a> {
-    entries: Vec<(FieldKey<'a>, Map<String, Value>)>,
+/// One level of `FieldsV1` keyed by list elements (`k:`, `v:`): its entries in the order
+/// found, sorted at the end; of repeated items only the first counts, as in
+/// [`added_by_create`].
+struct Level {
+    entries: Vec<(PathElement, Map<String, Value>)>,
 }
 
-impl<'a> Level<'a> {
+impl Level {
     fn with_capacity(n: usize) -> Self {
         Level {
             entries: Vec::with_capacity(n),
         }
     }
 
-    /// Adds an entry: `member` when the path itself is owned, `below` its `FieldsV1` value
-    /// (with `"."` when it is a member with fields below). An entry that is neither is left
-    /// out.
-    fn push(&mut self, key: FieldKey<'a>, member: bool, below: Map<String, Value>) {
-        if member || !below.is_empty() {
-            self.entries.push((key, below));
-        }
+    fn push(&mut self, key: PathElement, below: Map<String, Value>) {
+        self.entries.push((key, below));
     }
 
     /// The level's `FieldsV1` object, starting with `"."` when `with_self` (the level belongs to
     /// a member) and it holds anything.
     fn finish(mut self, with_self: bool) -> Map<String, Value> {
-        self.entries.sort_by(|a, b| a.0.cmp_key(&b.0));
+        self.entries.sort_by(|a, b| a.0.cmp(&b.0));
         // The sort is stable: of equal keys (repeated list items), the first found stays.
-        self.entries
-            .dedup_by(|later, first| later.0.cmp_key(&first.0) == Ordering::Equal);
+        self.entries.dedup_by(|later, first| later.0 == first.0);
         let with_self = with_self && !self.entries.is_empty();
         let mut out = Map::with_capacity(self.entries.len() + usize::from(with_self));
         if with_self {
@@ -1119,7 +1159,7 @@ impl<'a> Level<'a> {
 }
 
 /// [`added_fields`] written as `FieldsV1` (with `"."` first when `with_self`, see
-/// [`Level::finish`]); under `metadata` (`system`) the system fields are not members.
+/// [`Fields::new`]); under `metadata` (`system`) the system fields are not members.
 fn fields_v1_of_map(
     map: &Map<String, Value>,
     node: Option<Node>,
@@ -1127,20 +1167,19 @@ fn fields_v1_of_map(
     system: bool,
     with_self: bool,
 ) -> Map<String, Value> {
-    let mut level = Level::with_capacity(map.len());
+    if map.is_empty() {
+        return Map::new();
+    }
+    let mut level = Fields::new(map.len(), with_self);
     for (key, child) in map {
         let child_node = node.and_then(|n| n.child(key));
         if Some(key.as_str()) == skip || tidies_away(child, child_node) {
             continue;
         }
         let member = !(system && is_system_metadata(key));
-        level.push(
-            FieldKey::Name(key),
-            member,
-            fields_v1_below(child, child_node, member),
-        );
+        level.push(key, member, fields_v1_below(child, child_node, member));
     }
-    level.finish(with_self)
+    level.finish()
 }
 
 /// What [`FieldSet::add_value`] puts below its member, written as `FieldsV1` (with `"."`
@@ -1159,8 +1198,7 @@ fn fields_v1_below(value: &Value, node: Option<Node>, with_self: bool) -> Map<St
             let mut level = Level::with_capacity(items.len());
             for item in items {
                 let tidied = tidy(item, item_node).unwrap_or(Value::Null);
-                let pe = PathElement::Value(PathValue(tidied));
-                level.push(FieldKey::Element(pe), true, Map::new());
+                level.push(PathElement::Value(PathValue(tidied)), Map::new());
             }
             level.finish(with_self)
         }
@@ -1171,7 +1209,7 @@ fn fields_v1_below(value: &Value, node: Option<Node>, with_self: bool) -> Map<St
                     continue;
                 };
                 let below = fields_v1_below(item, *item_node, true);
-                level.push(FieldKey::Element(key), true, below);
+                level.push(key, below);
             }
             level.finish(with_self)
         }
