@@ -264,6 +264,13 @@ impl Registry {
             let key = rt.info.key(obj.namespace(), obj.name());
             let stored = encode_stored(rt, &obj);
             let expecting = rt.decoder.expect(&key, &obj, &stored);
+            // Answered with the stored JSON, the caller needs no more of the object than its
+            // metadata: the rest is dropped now, on the thread that built it and while it is
+            // still in the cache, not after the store answers, which may wake this task on
+            // another thread. A generated name may need another attempt, made from the whole.
+            if opts.answer_json && !generate && stored.is_own() {
+                obj = into_metadata_only(obj);
+            }
             match self.store.create(&key, stored.bytes.clone()).await {
                 Ok(kv) => {
                     expecting.stored();
@@ -872,6 +879,23 @@ impl Registry {
         };
         Ok((kv, current))
     }
+}
+
+/// [`metadata_only`], taken out of `obj` rather than copied.
+fn into_metadata_only(obj: Object) -> Object {
+    let Value::Object(mut map) = obj.into_value() else {
+        return Object::default();
+    };
+    let mut out = serde_json::Map::with_capacity(3);
+    for name in ["apiVersion", "kind", "metadata"] {
+        if let Some(mut value) = map.remove(name) {
+            if let Value::Object(meta) = &mut value {
+                meta.shift_remove("managedFields");
+            }
+            out.insert(name.to_string(), value);
+        }
+    }
+    Object::from_value(Value::Object(out)).unwrap_or_default()
 }
 
 /// The `apiVersion`, `kind` and `metadata` of `obj` without `managedFields`: what a writer that

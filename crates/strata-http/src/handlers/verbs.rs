@@ -110,6 +110,7 @@ pub(crate) async fn resource(
             let output = fe.config.formats.output(&accept, plain)?;
             let mut opts = write_options(&query, req.headers(), "CreateOptions")?;
             opts.admit = strata_auth::escalation::check(fe.rbac.as_ref(), &rt, user);
+            opts.answer_json = answers_json(&output, render);
             let body = object_body(fe, req, &rt.info.gvk()).await?;
             let written = fe.registry.create(&rt, ns, body, &opts).await?;
             Ok(written_response(201, written, &output, include, render))
