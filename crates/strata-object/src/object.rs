@@ -214,15 +214,10 @@ impl Object {
 
     /// Sets `kind` and `apiVersion`, keeping them first in the serialized output.
     pub fn set_type_meta(&mut self, api_version: &str, kind: &str) {
+        // Moved (or put) in place: the other members keep their order, and nothing is rehashed.
         let map = self.as_map_mut();
-        let rest = std::mem::take(map);
-        map.insert("kind".into(), Value::String(kind.into()));
-        map.insert("apiVersion".into(), Value::String(api_version.into()));
-        for (k, v) in rest {
-            if k != "kind" && k != "apiVersion" {
-                map.insert(k, v);
-            }
-        }
+        map.shift_insert(0, "kind".into(), Value::String(kind.into()));
+        map.shift_insert(1, "apiVersion".into(), Value::String(api_version.into()));
     }
 
     /// The `metadata` map, if the object has one.
@@ -377,6 +372,19 @@ mod tests {
         o.set_type_meta("v1", "ServiceAccount");
         let keys: Vec<_> = o.as_map().keys().cloned().collect();
         assert_eq!(keys, ["kind", "apiVersion", "metadata", "secrets"]);
+        // Type fields found elsewhere are moved to the front with their new values.
+        let mut moved = Object::from_value(json!({"metadata": {}, "apiVersion": "x/v0",
+            "spec": {}, "kind": "Old", "status": {}}))
+        .unwrap();
+        moved.set_type_meta("v1", "ServiceAccount");
+        assert_eq!(
+            serde_json::to_string(moved.as_map()).unwrap(),
+            r#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{},"spec":{},"status":{}}"#
+        );
+        let mut empty = Object::default();
+        empty.set_type_meta("v1", "ServiceAccount");
+        let keys: Vec<_> = empty.as_map().keys().cloned().collect();
+        assert_eq!(keys, ["kind", "apiVersion"]);
         assert_eq!(o.name(), "a");
         o.set_namespace("ns");
         assert_eq!(o.namespace(), "ns");
