@@ -1072,15 +1072,12 @@ fn is_system_metadata(name: &str) -> bool {
 /// The names of a JSON object are distinct, and they come in the object's order, which is
 /// often sorted already (Go clients write maps sorted): the map is sorted at the end only when
 /// it is not.
-struct Fields<'a> {
+struct Fields {
     out: Map<String, Value>,
-    /// The last name written, when every name so far came after the one before.
-    last: Option<&'a str>,
-    sorted: bool,
     with_self: bool,
 }
 
-impl<'a> Fields<'a> {
+impl Fields {
     /// A level for up to `n` names; `with_self` when it belongs to a member, so that it starts
     /// with `"."` if it holds anything.
     fn new(n: usize, with_self: bool) -> Self {
@@ -1089,33 +1086,23 @@ impl<'a> Fields<'a> {
             // In place first, where it sorts too; taken out again if no name follows.
             out.insert(".".into(), Value::Object(Map::new()));
         }
-        Fields {
-            out,
-            last: None,
-            sorted: true,
-            with_self,
-        }
+        Fields { out, with_self }
     }
 
     /// Adds the field `name`: `member` when the path itself is owned, `below` its `FieldsV1`
     /// value. A field that is neither is left out.
-    fn push(&mut self, name: &'a str, member: bool, below: Map<String, Value>) {
-        if !member && below.is_empty() {
-            return;
+    fn push(&mut self, name: &str, member: bool, below: Map<String, Value>) {
+        if member || !below.is_empty() {
+            self.out.insert(field_key(name), Value::Object(below));
         }
-        if self.last.is_some_and(|last| last >= name) {
-            self.sorted = false;
-        }
-        self.last = Some(name);
-        self.out.insert(field_key(name), Value::Object(below));
     }
 
     fn finish(mut self) -> Map<String, Value> {
         if self.with_self && self.out.len() == 1 {
             return Map::new();
         }
-        if !self.sorted {
-            // `"."` sorts before every `f:` key.
+        // `"."` sorts before every `f:` key.
+        if !self.out.keys().is_sorted() {
             self.out.sort_keys();
         }
         self.out
