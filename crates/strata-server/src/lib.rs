@@ -295,6 +295,10 @@ impl Server {
         let audit_metrics = strata_http::audit::AuditMetrics::register(&metrics);
         // The embedded engine compacts only once the registry's start has read the store.
         let (store, engine) = open_engine(&config, true).await?;
+        if let Some(engine) = &engine {
+            let collector = storage_metrics::RocksCollector(engine.clone());
+            metrics.register(|r| r.register_collector(Box::new(collector)));
+        }
         let store: Arc<dyn Store> = if request_metrics {
             Arc::new(storage_metrics::TimedStore::new(
                 store,

@@ -29,7 +29,8 @@
 //! with `meta/current`, as one `WriteBatch`, synced to the WAL when [`RocksOptions::sync`] is on.
 //! Only then does it publish the revision (to [`Store::current_revision`] and
 //! [`Store::subscribe`]) and answer every request of the batch. Writers that arrive during a sync
-//! share the next one; [`RocksStore::stats`] counts batches and writes.
+//! share the next one; [`RocksStore::stats`] counts batches and writes, and how long the batches
+//! took to commit.
 //!
 //! # Reads
 //!
@@ -117,11 +118,26 @@ impl Default for RocksOptions {
     }
 }
 
+/// The upper bounds, in seconds, of the buckets [`RocksStats::commit_buckets`] counts commit
+/// times in: 1 ms doubling up to 8.192 s, the buckets etcd uses for its WAL fsyncs
+/// (`etcd_disk_wal_fsync_duration_seconds`), so that the two engines' figures compare.
+pub const COMMIT_BUCKETS: [f64; 14] = [
+    0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096,
+    8.192,
+];
+
 /// Counters since open, to observe group commit and where point reads are answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RocksStats {
     /// Write batches committed (each one WAL sync when `sync` is on).
     pub batches: u64,
+    /// How long the committed batches took to write (WAL, memtables and, with `sync`, the
+    /// WAL's fsync), in nanoseconds, all together.
+    pub commit_nanos: u64,
+    /// The committed batches by how long they took: `commit_buckets[i]` counts those that took
+    /// more than `COMMIT_BUCKETS[i - 1]` and at most [`COMMIT_BUCKETS`]`[i]` seconds. Slower
+    /// ones are counted only in `batches`.
+    pub commit_buckets: [u64; COMMIT_BUCKETS.len()],
     /// Successful writes, i.e. revisions handed out.
     pub writes: u64,
     /// Point reads (`get`) that needed the disk and ran on the blocking pool; the others were
@@ -139,6 +155,9 @@ pub(crate) struct Shared {
     pub(crate) compacted: AtomicU64,
     pub(crate) notify: watch::Sender<Revision>,
     pub(crate) batches: AtomicU64,
+    /// See [`RocksStats::commit_nanos`] and [`RocksStats::commit_buckets`].
+    pub(crate) commit_nanos: AtomicU64,
+    pub(crate) commit_buckets: [AtomicU64; COMMIT_BUCKETS.len()],
     pub(crate) writes: AtomicU64,
     pub(crate) disk_gets: AtomicU64,
     /// The newest events, as the writer committed them.
@@ -156,6 +175,8 @@ impl Shared {
             compacted: AtomicU64::new(0),
             notify: watch::channel(Revision::ZERO).0,
             batches: AtomicU64::new(0),
+            commit_nanos: AtomicU64::new(0),
+            commit_buckets: Default::default(),
             writes: AtomicU64::new(0),
             disk_gets: AtomicU64::new(0),
             recent: Mutex::default(),
@@ -234,6 +255,17 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .between(after.get(), current, limit)?;
         Some(Ok(read::changes_through(events, limit, current)))
+    }
+
+    /// Counts a committed batch that took `took` to write.
+    pub(crate) fn committed(&self, took: std::time::Duration) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+        let seconds = took.as_secs_f64();
+        if let Some(i) = COMMIT_BUCKETS.iter().position(|&le| seconds <= le) {
+            self.commit_buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {
@@ -381,11 +413,16 @@ impl RocksStore {
         })
     }
 
-    /// Write batches and writes committed since open, and point reads that needed the disk.
-    /// With concurrent writers `batches` stays below `writes`: that is group commit at work.
+    /// Write batches and writes committed since open, how long the batches took, and point reads
+    /// that needed the disk. With concurrent writers `batches` stays below `writes`: that is
+    /// group commit at work.
     pub fn stats(&self) -> RocksStats {
         RocksStats {
             batches: self.shared.batches.load(Ordering::Relaxed),
+            commit_nanos: self.shared.commit_nanos.load(Ordering::Relaxed),
+            commit_buckets: std::array::from_fn(|i| {
+                self.shared.commit_buckets[i].load(Ordering::Relaxed)
+            }),
             writes: self.shared.writes.load(Ordering::Relaxed),
             disk_gets: self.shared.disk_gets.load(Ordering::Relaxed),
         }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use rocksdb::WriteBatch;
@@ -148,17 +149,19 @@ fn commit(shared: &Shared, current: &mut u64, requests: Vec<Request>) {
             staged
                 .batch
                 .put_cf(meta, META_CURRENT, staged.next.to_be_bytes());
+            let started = Instant::now();
             shared
                 .db
                 .write_opt(staged.batch, &shared.write_options())
                 .map_err(db_err)
+                .map(|()| started.elapsed())
         });
         match written {
-            Ok(()) => {
+            Ok(took) => {
                 shared
                     .writes
                     .fetch_add(staged.next - *current, Ordering::Relaxed);
-                shared.batches.fetch_add(1, Ordering::Relaxed);
+                shared.committed(took);
                 *current = staged.next;
                 // Kept before publishing: a feed read of the new revision finds its events.
                 shared.keep_recent(staged.events);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strata_store::{Event, RangeRequest, Revision, Store, StoreError};
-use strata_store_rocksdb::{RocksOptions, RocksStore};
+use strata_store_rocksdb::{RocksOptions, RocksStore, COMMIT_BUCKETS};
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
@@ -163,6 +163,12 @@ async fn concurrent_writers_share_write_batches() {
         stats.batches < stats.writes,
         "concurrent writes should share syncs: {stats:?}"
     );
+    // Every committed batch was timed, and each time falls in one bucket unless it took longer
+    // than the last bound (8 s, which a test's batch does not).
+    assert!(stats.commit_nanos > 0, "{stats:?}");
+    assert_eq!(stats.commit_buckets.iter().sum::<u64>(), stats.batches);
+    assert_eq!(COMMIT_BUCKETS.len(), stats.commit_buckets.len());
+    assert!(COMMIT_BUCKETS.windows(2).all(|w| w[0] < w[1]));
     // Failed preconditions consume nothing.
     assert!(s.create("/g/0/0", b("v")).await.is_err());
     assert_eq!(s.stats(), stats);

@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use crate::common::{metric_value, within, Http, TestServer, WatchOptions, WatchStream};
+use crate::common::{
+    metric_value, storage, within, Http, Storage, TestServer, WatchOptions, WatchStream,
+};
 use serde_json::{json, Value};
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -251,6 +253,28 @@ async fn request_metrics_count_a_known_sequence() {
         assert!(after.value("process_resident_memory_bytes", &[]) > 1e6);
         assert!(after.value("process_open_fds", &[]) > 3.0);
         assert!(after.value("process_start_time_seconds", &[]) > 1.7e9);
+        // The embedded store's group commit: the three creates' writes (and the namespace
+        // controller's, if any), in batches timed in etcd's WAL fsync buckets. Over etcd,
+        // etcd reports its own fsyncs, and the series are not there.
+        if storage() == Storage::RocksDb {
+            let writes = "strata_rocksdb_writes_total";
+            assert!(after.value(writes, &[]) >= before.value(writes, &[]) + 3.0);
+            let commits = "strata_rocksdb_commit_duration_seconds_count";
+            let committed = after.value(commits, &[]) - before.value(commits, &[]);
+            assert!(
+                (1.0..=after.value(writes, &[]) - before.value(writes, &[])).contains(&committed),
+                "{committed} commits"
+            );
+            assert!(after.value("strata_rocksdb_commit_duration_seconds_sum", &[]) > 0.0);
+            let bounds = after.buckets("strata_rocksdb_commit_duration_seconds", &[]);
+            assert_eq!(bounds.len(), 15, "{bounds:?}");
+            assert_eq!(bounds[0].parse::<f64>().ok(), Some(0.001));
+            assert_eq!(bounds[13].parse::<f64>().ok(), Some(8.192));
+            assert_eq!(bounds[14], "+Inf");
+            assert!(after.0.contains("strata_rocksdb_disk_gets_total "));
+        } else {
+            assert!(!after.0.contains("strata_rocksdb_"));
+        }
         // The watch caches' own figures are still there.
         assert!(
             after.value(
