@@ -117,6 +117,9 @@ struct Row {
     cpu: Cpu,
     /// etcd's gRPC calls per counted request, by method (empty without etcd).
     calls: String,
+    /// The store's WAL syncs over the measured window: writes per sync and the mean sync
+    /// (etcd's fsyncs, or the embedded store's commits), empty for reads.
+    syncs: String,
 }
 
 /// Everything one run measured.
@@ -364,6 +367,7 @@ async fn etcd_writes(
             .to_string(),
         cpu,
         calls: per_request(&calls_at_warm_end, &calls_at_end, writes),
+        syncs: per_sync(&calls_at_warm_end, &calls_at_end, writes),
     };
     eprintln!(
         "{:.0} writes/s, {} error(s); etcd {} cores",
@@ -404,18 +408,21 @@ async fn http_row(
         http2_connections,
     };
     let probe = CpuProbe::start(etcd.map(|e| e.child.child.id()), Some(strata.pid()))?;
-    let calls_at_warm_end = etcd.map(|e| calls_after(e.member.client_addr(), WARMUP));
+    // etcd's calls and syncs, or the embedded store's commits from Strata's own metrics.
+    let store_metrics = etcd.map_or(strata.addr, |e| e.member.client_addr());
+    let calls_at_warm_end = calls_after(store_metrics, WARMUP);
     let outcome = load::run(&scenario).await;
     let cpu = probe.finish()?;
-    let calls = match (etcd, calls_at_warm_end) {
-        (Some(etcd), Some(at_warm_end)) => {
-            let at_end = etcd_calls(etcd.member.client_addr()).await?;
-            let at_warm_end = at_warm_end
-                .await
-                .map_err(|e| format!("reading etcd's metrics: {e}"))??;
-            per_request(&at_warm_end, &at_end, outcome.ok)
-        }
-        _ => String::new(),
+    let at_end = etcd_calls(store_metrics).await?;
+    let at_warm_end = calls_at_warm_end
+        .await
+        .map_err(|e| format!("reading the store's metrics: {e}"))??;
+    let calls = per_request(&at_warm_end, &at_end, outcome.ok);
+    // Reads sync nothing of their own (a lease renewal or two may): no writes per sync.
+    let syncs = if expect == StatusCode::CREATED {
+        per_sync(&at_warm_end, &at_end, outcome.ok)
+    } else {
+        String::new()
     };
     let (errors, error_sample) = outcome
         .errors
@@ -438,14 +445,16 @@ async fn http_row(
         error_sample,
         cpu,
         calls,
+        syncs,
     })
 }
 
-/// Unary gRPC calls etcd has started so far, by method, from its `/metrics`.
+/// Unary gRPC calls etcd has started so far, by method, and the WAL syncs of the store, from
+/// the `/metrics` of etcd or of Strata (see [`parse_calls`]).
 async fn etcd_calls(addr: SocketAddr) -> Result<BTreeMap<String, f64>> {
     let (status, body) = load::request_once(addr, Method::GET, "/metrics", None).await?;
     if status != StatusCode::OK {
-        return Err(format!("etcd's /metrics answered {status}").into());
+        return Err(format!("{addr}/metrics answered {status}").into());
     }
     Ok(parse_calls(&String::from_utf8_lossy(&body)))
 }
@@ -464,10 +473,26 @@ fn calls_after(
 /// etcd's calls so far from its `/metrics` (Prometheus' text format): for each unary method its
 /// `grpc_server_started_total`, and for each stream method the messages clients sent on it
 /// (`grpc_server_msg_received_total`, e.g. watch creations and progress requests), under
-/// `<method> msgs`.
+/// `<method> msgs`. The WAL syncs go under [`SYNCS`] and [`SYNC_SECONDS`]: etcd's
+/// `etcd_disk_wal_fsync_duration_seconds`, or the embedded store's
+/// `strata_rocksdb_commit_duration_seconds` (one sync per commit).
 fn parse_calls(metrics: &str) -> BTreeMap<String, f64> {
     let mut calls = BTreeMap::new();
     for line in metrics.lines() {
+        let sync = ["etcd_disk_wal_fsync", "strata_rocksdb_commit"]
+            .into_iter()
+            .find_map(|name| line.strip_prefix(name)?.strip_prefix("_duration_seconds_"))
+            .and_then(|rest| match rest.split_once(' ')? {
+                ("count", n) => Some((SYNCS, n)),
+                ("sum", n) => Some((SYNC_SECONDS, n)),
+                _ => None,
+            });
+        if let Some((key, value)) = sync {
+            if let Ok(value) = value.trim().parse::<f64>() {
+                *calls.entry(key.to_string()).or_insert(0.0) += value;
+            }
+            continue;
+        }
         let (unary, rest) = if let Some(rest) = line.strip_prefix("grpc_server_started_total{") {
             (true, rest)
         } else if let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{") {
@@ -502,8 +527,29 @@ fn parse_calls(metrics: &str) -> BTreeMap<String, f64> {
     calls
 }
 
+/// Where [`parse_calls`] puts the WAL syncs made so far, and the seconds they took in all.
+const SYNCS: &str = "~syncs";
+const SYNC_SECONDS: &str = "~sync seconds";
+
+/// The syncs made between two readings: `21.5 writes, 1.42 ms`, the writes per sync and the
+/// mean sync; empty when there was none.
+fn per_sync(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, writes: u64) -> String {
+    let made = |key: &str| {
+        after.get(key).copied().unwrap_or(0.0) - before.get(key).copied().unwrap_or(0.0)
+    };
+    let syncs = made(SYNCS);
+    if syncs < 1.0 {
+        return String::new();
+    }
+    format!(
+        "{:.1} writes, {:.2} ms",
+        writes as f64 / syncs,
+        1000.0 * made(SYNC_SECONDS) / syncs
+    )
+}
+
 /// The calls made between two readings, per request: `Range 1.00, Txn 1.00`, leaving out
-/// methods called less than once per 200 requests.
+/// methods called less than once per 200 requests and the syncs.
 fn per_request(
     before: &BTreeMap<String, f64>,
     after: &BTreeMap<String, f64>,
@@ -514,6 +560,7 @@ fn per_request(
     }
     after
         .iter()
+        .filter(|(method, _)| !matches!(method.as_str(), SYNCS | SYNC_SECONDS))
         .map(|(method, n)| {
             let made = n - before.get(method).copied().unwrap_or(0.0);
             (method, made / requests as f64)
@@ -550,8 +597,8 @@ fn compared(results: &Results, row: &Row) -> String {
 pub fn table(results: &Results) -> String {
     let mut out = String::from(
         "| measurement | clients | requests/s | p50 | p99 | errors | compared | etcd calls per \
-         request | etcd CPU | Strata CPU | rest of machine |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+         request | writes per WAL sync, mean sync | etcd CPU | Strata CPU | rest of machine |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n",
     );
     for row in &results.rows {
         let strata = if row.label.starts_with("Strata") {
@@ -566,7 +613,7 @@ pub fn table(results: &Results) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {CLIENTS} | {:.0} | {} | {} | {} | {} | {} | {etcd} | {strata} | {} |",
+            "| {} | {CLIENTS} | {:.0} | {} | {} | {} | {} | {} | {} | {etcd} | {strata} | {} |",
             row.label,
             row.per_second,
             latency(row.p50),
@@ -577,6 +624,11 @@ pub fn table(results: &Results) -> String {
                 "–"
             } else {
                 &row.calls
+            },
+            if row.syncs.is_empty() {
+                "–"
+            } else {
+                &row.syncs
             },
             row.cpu.cores(row.cpu.rest),
         );
@@ -785,6 +837,11 @@ mod tests {
             } else {
                 "Txn 1.00".into()
             },
+            syncs: if label.contains("get") {
+                String::new()
+            } else {
+                "20.0 writes, 1.00 ms".into()
+            },
         }
     }
 
@@ -827,6 +884,31 @@ mod tests {
             "Put 0.50, Range 1.00, Watch msgs 0.02"
         );
         assert_eq!(per_request(&before, &after, 0), "");
+    }
+
+    #[test]
+    fn syncs_per_write_from_either_store() {
+        let etcd = "# TYPE etcd_disk_wal_fsync_duration_seconds histogram\n\
+            etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 3\n\
+            etcd_disk_wal_fsync_duration_seconds_sum 0.5\n\
+            etcd_disk_wal_fsync_duration_seconds_count 100\n\
+            grpc_server_started_total{grpc_method=\"Put\",grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"} 4\n";
+        let strata = "strata_rocksdb_commit_duration_seconds_sum 2.5\n\
+            strata_rocksdb_commit_duration_seconds_count 1100\n\
+            strata_rocksdb_writes_total 9000\n";
+        for (text, count, sum) in [(etcd, 100.0, 0.5), (strata, 1100.0, 2.5)] {
+            let before = parse_calls(text);
+            assert_eq!(before[SYNCS], count);
+            assert_eq!(before[SYNC_SECONDS], sum);
+            let mut after = before.clone();
+            *after.get_mut(SYNCS).unwrap() += 400.0;
+            *after.get_mut(SYNC_SECONDS).unwrap() += 0.6;
+            assert_eq!(per_sync(&before, &after, 10_000), "25.0 writes, 1.50 ms");
+            // The syncs are not calls.
+            assert!(!per_request(&before, &after, 10_000).contains("sync"));
+            assert_eq!(per_sync(&before, &before, 10_000), "");
+        }
+        assert_eq!(parse_calls(etcd)["Put"], 4.0);
     }
 
     #[test]
@@ -879,10 +961,11 @@ mod tests {
         assert!(line(ETCD_GET).contains("| 95% of RocksDB get |"));
         assert!(line(ROCKS_GET).contains("| – |"));
         // Busy cores: 1 s of etcd, 3 s of Strata, 2 s of the rest over 2 s.
-        assert!(line(ETCD_CREATE).ends_with("| Txn 1.00 | 0.50 | 1.50 | 1.00 |"));
-        assert!(line(ROCKS_GET).contains("| – | – | – | 1.50 | 1.00 |"));
-        assert!(line(PUT).ends_with("| 0.50 | – | 1.00 |"));
-        assert!(line(ROCKS_CREATE).ends_with("| – | 1.50 | 1.00 |"));
+        let synced = "| 20.0 writes, 1.00 ms |";
+        assert!(line(ETCD_CREATE).ends_with(&format!("| Txn 1.00 {synced} 0.50 | 1.50 | 1.00 |")));
+        assert!(line(ROCKS_GET).contains("| – | – | – | – | 1.50 | 1.00 |"));
+        assert!(line(PUT).ends_with(&format!("{synced} 0.50 | – | 1.00 |")));
+        assert!(line(ROCKS_CREATE).ends_with(&format!("| – {synced} – | 1.50 | 1.00 |")));
         let problems = problems(&r);
         assert_eq!(
             problems,
