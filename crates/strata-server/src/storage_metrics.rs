@@ -243,7 +243,9 @@ pub struct RocksCollector(pub Arc<strata_store_rocksdb::RocksStore>);
 
 impl std::fmt::Debug for RocksCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RocksCollector").field(&self.0.stats()).finish()
+        f.debug_tuple("RocksCollector")
+            .field(&self.0.stats())
+            .finish()
     }
 }
 
@@ -254,8 +256,11 @@ impl Collector for RocksCollector {
             .into_iter()
             .zip(stats.commit_buckets)
             .collect();
+        // A commit between the reads of the counters may show in a bucket and not yet in the
+        // count: the count is never below the buckets' sum.
         let bucketed: u64 = stats.commit_buckets.iter().sum();
-        buckets.push((f64::INFINITY, stats.batches.saturating_sub(bucketed)));
+        let count = stats.batches.max(bucketed);
+        buckets.push((f64::INFINITY, count - bucketed));
         let mut e = encoder.encode_descriptor(
             "strata_rocksdb_commit_duration_seconds",
             "Time the embedded store took to commit a write batch (its WAL, memtables and \
@@ -263,12 +268,7 @@ impl Collector for RocksCollector {
             None,
             MetricType::Histogram,
         )?;
-        e.encode_histogram::<NoLabelSet>(
-            stats.commit_nanos as f64 / 1e9,
-            stats.batches,
-            &buckets,
-            None,
-        )?;
+        e.encode_histogram::<NoLabelSet>(stats.commit_nanos as f64 / 1e9, count, &buckets, None)?;
         let counters = [
             (
                 "strata_rocksdb_writes",
