@@ -332,13 +332,13 @@ async fn etcd_writes(
     ]);
     let shown = crate::show(&command);
     let probe = CpuProbe::start(Some(etcd.child.child.id()), None)?;
-    let calls_at_warm_end = calls_after(etcd.member.client_addr(), WARMUP);
+    let calls_at_warm_end = reading_after(etcd.member.client_addr(), WARMUP);
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .map_err(|e| format!("{shown}: {e}"))?
         .map_err(|e| format!("could not run {shown}: {e}"))?;
     let cpu = probe.finish()?;
-    let calls_at_end = etcd_calls(etcd.member.client_addr()).await?;
+    let calls_at_end = store_reading(etcd.member.client_addr()).await?;
     let calls_at_warm_end = calls_at_warm_end
         .await
         .map_err(|e| format!("reading etcd's metrics: {e}"))??;
@@ -366,7 +366,7 @@ async fn etcd_writes(
             .unwrap_or_default()
             .to_string(),
         cpu,
-        calls: per_request(&calls_at_warm_end, &calls_at_end, writes),
+        calls: per_request(&calls_at_warm_end.calls, &calls_at_end.calls, writes),
         syncs: per_sync(&calls_at_warm_end, &calls_at_end, writes),
     };
     eprintln!(
@@ -410,14 +410,14 @@ async fn http_row(
     let probe = CpuProbe::start(etcd.map(|e| e.child.child.id()), Some(strata.pid()))?;
     // etcd's calls and syncs, or the embedded store's commits from Strata's own metrics.
     let store_metrics = etcd.map_or(strata.addr, |e| e.member.client_addr());
-    let calls_at_warm_end = calls_after(store_metrics, WARMUP);
+    let calls_at_warm_end = reading_after(store_metrics, WARMUP);
     let outcome = load::run(&scenario).await;
     let cpu = probe.finish()?;
-    let at_end = etcd_calls(store_metrics).await?;
+    let at_end = store_reading(store_metrics).await?;
     let at_warm_end = calls_at_warm_end
         .await
         .map_err(|e| format!("reading the store's metrics: {e}"))??;
-    let calls = per_request(&at_warm_end, &at_end, outcome.ok);
+    let calls = per_request(&at_warm_end.calls, &at_end.calls, outcome.ok);
     // Reads sync nothing of their own (a lease renewal or two may): no writes per sync.
     let syncs = if expect == StatusCode::CREATED {
         per_sync(&at_warm_end, &at_end, outcome.ok)
@@ -449,50 +449,69 @@ async fn http_row(
     })
 }
 
-/// Unary gRPC calls etcd has started so far, by method, and the WAL syncs of the store, from
-/// the `/metrics` of etcd or of Strata (see [`parse_calls`]).
-async fn etcd_calls(addr: SocketAddr) -> Result<BTreeMap<String, f64>> {
+/// What the `/metrics` of etcd or of Strata says so far (see [`Reading`]).
+async fn store_reading(addr: SocketAddr) -> Result<Reading> {
     let (status, body) = load::request_once(addr, Method::GET, "/metrics", None).await?;
     if status != StatusCode::OK {
         return Err(format!("{addr}/metrics answered {status}").into());
     }
-    Ok(parse_calls(&String::from_utf8_lossy(&body)))
+    Ok(Reading::parse(&String::from_utf8_lossy(&body)))
 }
 
-/// [`etcd_calls`] after `delay`, in a task of its own: the counters at the end of a warm-up.
-fn calls_after(
-    addr: SocketAddr,
-    delay: Duration,
-) -> tokio::task::JoinHandle<Result<BTreeMap<String, f64>>> {
+/// [`store_reading`] after `delay`, in a task of its own: the counters at the end of a warm-up.
+fn reading_after(addr: SocketAddr, delay: Duration) -> tokio::task::JoinHandle<Result<Reading>> {
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
-        etcd_calls(addr).await
+        store_reading(addr).await
     })
+}
+
+/// A store's counters so far, from its `/metrics` (Prometheus' text format).
+#[derive(Clone, Debug, Default)]
+struct Reading {
+    /// etcd's calls by method (see [`parse_calls`]); none in Strata's metrics.
+    calls: BTreeMap<String, f64>,
+    /// The WAL syncs made, and the seconds they took in all: etcd's
+    /// `etcd_disk_wal_fsync_duration_seconds`, or the embedded store's
+    /// `strata_rocksdb_commit_duration_seconds` (one sync per commit).
+    syncs: f64,
+    sync_seconds: f64,
+}
+
+impl Reading {
+    fn parse(metrics: &str) -> Reading {
+        let mut reading = Reading {
+            calls: parse_calls(metrics),
+            ..Reading::default()
+        };
+        for line in metrics.lines() {
+            let Some((series, value)) = ["etcd_disk_wal_fsync", "strata_rocksdb_commit"]
+                .into_iter()
+                .find_map(|name| line.strip_prefix(name)?.strip_prefix("_duration_seconds_"))
+                .and_then(|rest| rest.split_once(' '))
+            else {
+                continue;
+            };
+            let Ok(value) = value.trim().parse::<f64>() else {
+                continue;
+            };
+            match series {
+                "count" => reading.syncs += value,
+                "sum" => reading.sync_seconds += value,
+                _ => {}
+            }
+        }
+        reading
+    }
 }
 
 /// etcd's calls so far from its `/metrics` (Prometheus' text format): for each unary method its
 /// `grpc_server_started_total`, and for each stream method the messages clients sent on it
 /// (`grpc_server_msg_received_total`, e.g. watch creations and progress requests), under
-/// `<method> msgs`. The WAL syncs go under [`SYNCS`] and [`SYNC_SECONDS`]: etcd's
-/// `etcd_disk_wal_fsync_duration_seconds`, or the embedded store's
-/// `strata_rocksdb_commit_duration_seconds` (one sync per commit).
+/// `<method> msgs`.
 fn parse_calls(metrics: &str) -> BTreeMap<String, f64> {
     let mut calls = BTreeMap::new();
     for line in metrics.lines() {
-        let sync = ["etcd_disk_wal_fsync", "strata_rocksdb_commit"]
-            .into_iter()
-            .find_map(|name| line.strip_prefix(name)?.strip_prefix("_duration_seconds_"))
-            .and_then(|rest| match rest.split_once(' ')? {
-                ("count", n) => Some((SYNCS, n)),
-                ("sum", n) => Some((SYNC_SECONDS, n)),
-                _ => None,
-            });
-        if let Some((key, value)) = sync {
-            if let Ok(value) = value.trim().parse::<f64>() {
-                *calls.entry(key.to_string()).or_insert(0.0) += value;
-            }
-            continue;
-        }
         let (unary, rest) = if let Some(rest) = line.strip_prefix("grpc_server_started_total{") {
             (true, rest)
         } else if let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{") {
@@ -527,29 +546,22 @@ fn parse_calls(metrics: &str) -> BTreeMap<String, f64> {
     calls
 }
 
-/// Where [`parse_calls`] puts the WAL syncs made so far, and the seconds they took in all.
-const SYNCS: &str = "~syncs";
-const SYNC_SECONDS: &str = "~sync seconds";
-
 /// The syncs made between two readings: `21.5 writes, 1.42 ms`, the writes per sync and the
 /// mean sync; empty when there was none.
-fn per_sync(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, writes: u64) -> String {
-    let made = |key: &str| {
-        after.get(key).copied().unwrap_or(0.0) - before.get(key).copied().unwrap_or(0.0)
-    };
-    let syncs = made(SYNCS);
+fn per_sync(before: &Reading, after: &Reading, writes: u64) -> String {
+    let syncs = after.syncs - before.syncs;
     if syncs < 1.0 {
         return String::new();
     }
     format!(
         "{:.1} writes, {:.2} ms",
         writes as f64 / syncs,
-        1000.0 * made(SYNC_SECONDS) / syncs
+        1000.0 * (after.sync_seconds - before.sync_seconds) / syncs
     )
 }
 
 /// The calls made between two readings, per request: `Range 1.00, Txn 1.00`, leaving out
-/// methods called less than once per 200 requests and the syncs.
+/// methods called less than once per 200 requests.
 fn per_request(
     before: &BTreeMap<String, f64>,
     after: &BTreeMap<String, f64>,
@@ -560,7 +572,6 @@ fn per_request(
     }
     after
         .iter()
-        .filter(|(method, _)| !matches!(method.as_str(), SYNCS | SYNC_SECONDS))
         .map(|(method, n)| {
             let made = n - before.get(method).copied().unwrap_or(0.0);
             (method, made / requests as f64)
@@ -897,18 +908,19 @@ mod tests {
             strata_rocksdb_commit_duration_seconds_count 1100\n\
             strata_rocksdb_writes_total 9000\n";
         for (text, count, sum) in [(etcd, 100.0, 0.5), (strata, 1100.0, 2.5)] {
-            let before = parse_calls(text);
-            assert_eq!(before[SYNCS], count);
-            assert_eq!(before[SYNC_SECONDS], sum);
+            let before = Reading::parse(text);
+            assert_eq!(before.syncs, count);
+            assert_eq!(before.sync_seconds, sum);
             let mut after = before.clone();
-            *after.get_mut(SYNCS).unwrap() += 400.0;
-            *after.get_mut(SYNC_SECONDS).unwrap() += 0.6;
+            after.syncs += 400.0;
+            after.sync_seconds += 0.6;
             assert_eq!(per_sync(&before, &after, 10_000), "25.0 writes, 1.50 ms");
             // The syncs are not calls.
-            assert!(!per_request(&before, &after, 10_000).contains("sync"));
+            assert!(!per_request(&before.calls, &after.calls, 10_000).contains("sync"));
             assert_eq!(per_sync(&before, &before, 10_000), "");
         }
-        assert_eq!(parse_calls(etcd)["Put"], 4.0);
+        assert_eq!(Reading::parse(etcd).calls["Put"], 4.0);
+        assert!(Reading::parse(strata).calls.is_empty());
     }
 
     #[test]
